@@ -1,0 +1,81 @@
+"""Case families shared by the kernel and pipeline tests (CPU and GPU).
+
+Each family yields ``(name, image)`` with ``image`` a uint8 array of 0/1; tests compare every
+labeling against ``scipy.ndimage.label`` with the matching structure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilelabel.synth import random_volume
+
+
+def spiral(n: int) -> np.ndarray:
+    """A one-voxel-wide square spiral: a single long component that winds back on itself."""
+    img = np.zeros((n, n), np.uint8)
+    y = x = 0
+    img[0, 0] = 1
+    steps = [(0, 1), (1, 0), (0, -1), (-1, 0)]
+    lengths = [n - 1, n - 1, n - 1]
+    k = n - 3
+    while k > 0:
+        lengths += [k, k]
+        k -= 2
+    for i, length in enumerate(lengths):
+        dy, dx = steps[i % 4]
+        for _ in range(length):
+            y, x = y + dy, x + dx
+            img[y, x] = 1
+    return img
+
+
+def checkerboard(shape: tuple[int, ...], period: int = 1) -> np.ndarray:
+    grids = np.indices(shape)
+    return ((sum(g // period for g in grids) % 2) == 0).astype(np.uint8)
+
+
+def corners(shape: tuple[int, ...]) -> np.ndarray:
+    """Single voxels at every corner of the array."""
+    img = np.zeros(shape, np.uint8)
+    for c in np.ndindex(*(2,) * len(shape)):
+        img[tuple(0 if b == 0 else s - 1 for b, s in zip(c, shape, strict=True))] = 1
+    return img
+
+
+def diagonal(shape: tuple[int, ...]) -> np.ndarray:
+    """A one-voxel diagonal line: connected only through corners (edges in 2D)."""
+    img = np.zeros(shape, np.uint8)
+    k = min(shape)
+    img[tuple(np.arange(k) for _ in shape)] = 1
+    return img
+
+
+def families(ndim: int, size: int = 37, seed: int = 0):
+    """The standard case families for ``ndim`` at a modest size (odd on purpose)."""
+    shape = (size,) * ndim
+    yield "empty", np.zeros(shape, np.uint8)
+    yield "full", np.ones(shape, np.uint8)
+    yield "checker1", checkerboard(shape, 1)
+    yield "checker2", checkerboard(shape, 2)
+    yield "corners", corners(shape)
+    yield "diagonal", diagonal(shape)
+    if ndim == 2:
+        yield "spiral", spiral(size)
+    else:
+        yield "spiral-stack", np.stack([spiral(size)] * 3 + [np.zeros((size, size), np.uint8)] * 2)
+    for density in (0.05, 0.2, 0.5, 0.8):
+        for granularity in (1, 2, 4):
+            yield (
+                f"random-d{density}-g{granularity}",
+                random_volume(shape, density, granularity, seed=seed + granularity),
+            )
+    # thin and odd shapes
+    thin = [(1,) * (ndim - 1) + (size,), (size,) + (1,) * (ndim - 1), (2,) * (ndim - 1) + (size,)]
+    thin += [tuple(3 + 2 * i for i in range(ndim)), tuple(4 + 3 * i for i in range(ndim))[::-1]]
+    for i, s in enumerate(thin):
+        yield f"thin{i}-{'x'.join(map(str, s))}", random_volume(s, 0.5, 1, seed=seed + 100 + i)
+    single = np.zeros(shape, np.uint8)
+    single[size // 2, ...] = 0
+    single[(size // 2,) * ndim] = 1
+    yield "single-center", single

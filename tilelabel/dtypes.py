@@ -1,0 +1,31 @@
+"""Label dtype choice: the one place that decides between uint32 and uint64."""
+
+from __future__ import annotations
+
+import numpy as np
+
+UINT32_MAX = int(np.iinfo(np.uint32).max)
+LABEL_DTYPES = {"uint32": np.dtype(np.uint32), "uint64": np.dtype(np.uint64)}
+
+
+class LabelOverflowError(ValueError):
+    """The requested label dtype cannot hold the number of components."""
+
+
+def label_dtype(max_label: int, requested: str | np.dtype = "auto") -> np.dtype:
+    """uint32 when ``max_label`` fits in it, else uint64; ``requested`` may force one.
+
+    Forcing uint32 when ``max_label`` does not fit raises :class:`LabelOverflowError` instead of
+    wrapping around silently.
+    """
+    req = str(np.dtype(requested)) if requested != "auto" else "auto"
+    if req not in ("auto", *LABEL_DTYPES):
+        raise ValueError(f"dtype must be 'auto', 'uint32' or 'uint64', got {requested!r}")
+    if req == "uint64":
+        return LABEL_DTYPES["uint64"]
+    fits = max_label <= UINT32_MAX
+    if req == "uint32" and not fits:
+        raise LabelOverflowError(
+            f"{max_label} labels do not fit in uint32 (at most {UINT32_MAX}); use uint64 or auto"
+        )
+    return LABEL_DTYPES["uint32"] if fits else LABEL_DTYPES["uint64"]

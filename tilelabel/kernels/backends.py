@@ -1,0 +1,97 @@
+"""Backends: what the pipeline may ask of a device, without knowing which device it is.
+
+The pipeline hands host (numpy) blocks to a backend and gets host arrays back for everything it
+has to send elsewhere (boundary planes, first-voxel indices, relabeled output). Labels in between
+stay wherever the backend keeps them (host memory for ``cpu``, GPU memory for ``cuda``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any, Protocol
+
+import numpy as np
+
+from tilelabel.kernels.registry import get_kernel
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run here (for example ``cuda`` without a usable GPU)."""
+
+
+class Backend(Protocol):
+    name: str
+
+    def label(
+        self, block: np.ndarray, connectivity: int, dtype: np.dtype, algorithm: str | None = None
+    ) -> tuple[Any, int]: ...
+
+    def first_indices(self, labels: Any, n: int) -> np.ndarray: ...
+
+    def to_host(self, arr: Any) -> np.ndarray: ...
+
+    def apply_lut(self, labels: Any, lut: np.ndarray) -> np.ndarray: ...
+
+
+def foreground(block: np.ndarray) -> np.ndarray:
+    """Nonzero is foreground; the kernels take C-contiguous 0/1 uint8."""
+    if block.dtype == np.bool_:
+        return np.ascontiguousarray(block).view(np.uint8)
+    return (block != 0).view(np.uint8)
+
+
+class CPUBackend:
+    name = "cpu"
+
+    def label(self, block, connectivity, dtype, algorithm=None):
+        kernel = get_kernel("cpu", block.ndim, connectivity, algorithm)
+        return kernel(foreground(np.asarray(block)), np.dtype(dtype))
+
+    def first_indices(self, labels, n):
+        from tilelabel.kernels.cpu_ops import first_indices
+
+        return first_indices(labels, n)
+
+    def to_host(self, arr):
+        return np.asarray(arr)
+
+    def apply_lut(self, labels, lut):
+        from tilelabel.kernels.cpu_ops import apply_lut
+
+        return apply_lut(labels, lut)
+
+
+def cuda_available() -> bool:
+    """True when CuPy imports and sees at least one GPU it can run on."""
+    try:
+        cupy = importlib.import_module("cupy")
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+@functools.cache
+def get_backend(name: str) -> Backend:
+    """The backend object for ``cpu`` or ``cuda`` (``auto`` is resolved by the caller)."""
+    if name == "cpu":
+        return CPUBackend()
+    if name == "cuda":
+        if not cuda_available():
+            raise BackendUnavailable(
+                "backend 'cuda' was requested but no usable GPU was found "
+                "(CuPy is not installed or sees no CUDA device)"
+            )
+        from tilelabel.kernels.gpu import CUDABackend
+
+        return CUDABackend()
+    raise ValueError(f"unknown backend {name!r}; use 'auto', 'cpu' or 'cuda'")
+
+
+def resolve_backend(name: str) -> str:
+    """``auto`` means ``cuda`` when a GPU is usable here, else ``cpu``."""
+    if name == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"unknown backend {name!r}; use 'auto', 'cpu' or 'cuda'")
+    return name

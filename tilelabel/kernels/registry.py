@@ -1,0 +1,95 @@
+"""The kernel registry: the one place that picks a kernel by backend, ndim, connectivity, algorithm.
+
+A *kernel* is a function ``kernel(image, dtype) -> (labels, n)``:
+
+- ``image`` is a C-contiguous uint8 array of 0/1 (numpy for ``cpu``, CuPy for ``cuda``),
+- ``dtype`` is ``numpy.uint32`` or ``numpy.uint64``, the label type,
+- ``labels`` is an array of that dtype and the image's shape, on the same device, numbered
+  exactly as ``scipy.ndimage.label`` numbers them (1..n in raster order of each component's
+  first voxel, 0 for background), and ``n`` a Python int.
+
+Kernel modules register themselves with :func:`register`; nothing else in the package branches on
+backend, ndim, connectivity or algorithm.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Kernel = Callable[[Any, np.dtype], tuple[Any, int]]
+
+#: Modules that hold the kernels of each backend; imported on first use so that the CPU path
+#: never imports CuPy and the CUDA path compiles nothing until asked.
+_MODULES = {"cpu": "tilelabel.kernels.cpu", "cuda": "tilelabel.kernels.gpu"}
+
+#: Default algorithm per (backend, ndim, connectivity): block-based where blocks serve the
+#: connectivity (full connectivity), pixel-based union-find otherwise.
+DEFAULTS: dict[tuple[str, int, int], str] = {
+    ("cpu", 2, 4): "uf",
+    ("cpu", 2, 8): "bke",
+    ("cpu", 3, 6): "uf",
+    ("cpu", 3, 18): "uf",
+    ("cpu", 3, 26): "bke",
+    ("cuda", 2, 4): "uf",
+    ("cuda", 2, 8): "bke_ic",
+    ("cuda", 3, 6): "uf",
+    ("cuda", 3, 18): "uf",
+    ("cuda", 3, 26): "bke_ic",
+}
+
+
+@dataclass(frozen=True)
+class KernelKey:
+    backend: str
+    ndim: int
+    connectivity: int
+    algorithm: str
+
+
+_KERNELS: dict[KernelKey, Kernel] = {}
+
+
+def register(backend: str, ndim: int, connectivity: int, algorithm: str) -> Callable[[Kernel], Kernel]:
+    """Decorator used by kernel modules to add a kernel to the registry."""
+
+    def deco(fn: Kernel) -> Kernel:
+        _KERNELS[KernelKey(backend, ndim, connectivity, algorithm)] = fn
+        return fn
+
+    return deco
+
+
+def _load(backend: str) -> None:
+    if backend not in _MODULES:
+        raise ValueError(f"unknown backend {backend!r}; use one of {sorted(_MODULES)}")
+    importlib.import_module(_MODULES[backend])
+
+
+def algorithms(backend: str, ndim: int, connectivity: int) -> list[str]:
+    """Every registered algorithm for this backend, ndim and connectivity."""
+    _load(backend)
+    return sorted(
+        k.algorithm
+        for k in _KERNELS
+        if (k.backend, k.ndim, k.connectivity) == (backend, ndim, connectivity)
+    )
+
+
+def get_kernel(backend: str, ndim: int, connectivity: int, algorithm: str | None = None) -> Kernel:
+    """The kernel for these parameters; ``algorithm=None`` picks the default."""
+    _load(backend)
+    if algorithm is None:
+        algorithm = DEFAULTS[(backend, ndim, connectivity)]
+    key = KernelKey(backend, ndim, connectivity, algorithm)
+    if key not in _KERNELS:
+        have = algorithms(backend, ndim, connectivity)
+        raise ValueError(
+            f"no {backend} kernel {algorithm!r} for {ndim}D {connectivity}-connectivity; "
+            f"available: {have}"
+        )
+    return _KERNELS[key]
