@@ -44,7 +44,9 @@ def random_block(
     _check(shape, density, granularity)
     g = int(granularity)
     cells = [(int(s) + g - 1) // g for s in shape]
-    idx = [(np.arange(o, o + b, dtype=np.int64) // g) for o, b in zip(offset, block_shape, strict=True)]
+    idx = [
+        (np.arange(o, o + b, dtype=np.int64) // g) for o, b in zip(offset, block_shape, strict=True)
+    ]
     flat = np.zeros(tuple(len(i) for i in idx), dtype=np.uint64)
     stride = 1
     for axis in range(len(shape) - 1, -1, -1):

@@ -54,7 +54,9 @@ class KernelKey:
 _KERNELS: dict[KernelKey, Kernel] = {}
 
 
-def register(backend: str, ndim: int, connectivity: int, algorithm: str) -> Callable[[Kernel], Kernel]:
+def register(
+    backend: str, ndim: int, connectivity: int, algorithm: str
+) -> Callable[[Kernel], Kernel]:
     """Decorator used by kernel modules to add a kernel to the registry."""
 
     def deco(fn: Kernel) -> Kernel:

@@ -1,0 +1,93 @@
+"""The Python API: :func:`label` for in-memory and dask arrays, :func:`label_zarr` zarr to zarr."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tilelabel import connectivity as conn_mod
+from tilelabel.dtypes import label_dtype
+from tilelabel.kernels.backends import get_backend, resolve_backend
+from tilelabel.validate import check_input
+
+
+def _is_dask(x: Any) -> bool:
+    return type(x).__module__.startswith("dask.array")
+
+
+def _is_cupy(x: Any) -> bool:
+    return type(x).__module__.startswith("cupy")
+
+
+def label(
+    x: Any,
+    connectivity: int | None = None,
+    structure: np.ndarray | None = None,
+    *,
+    backend: str = "auto",
+    algorithm: str | None = None,
+    dtype: str = "auto",
+):
+    """Label the connected components of ``x`` (nonzero is foreground).
+
+    Parameters
+    ----------
+    x
+        A numpy, CuPy or dask array, 2D or 3D, of bool, integer or float type.
+    connectivity
+        scikit-image style rank (1..ndim) or a neighbour count (4/8 in 2D, 6/18/26 in 3D).
+        The default is full connectivity (8 / 26), as is ``structure=None``.
+    structure
+        One of scipy's standard structuring elements, as an alternative to ``connectivity``.
+    backend
+        ``"cpu"``, ``"cuda"`` or ``"auto"`` (CuPy arrays always use ``"cuda"``; otherwise
+        ``"auto"`` uses a GPU when one is usable).
+    algorithm
+        A kernel name from :func:`tilelabel.kernels.algorithms`; None picks the fastest known.
+    dtype
+        ``"auto"`` (uint32 unless the labels may not fit), ``"uint32"`` or ``"uint64"``.
+
+    Returns
+    -------
+    (labels, n)
+        Labels equal to ``scipy.ndimage.label(x != 0, structure)``: 1..n in raster order of each
+        component's first voxel. Numpy in, numpy out; CuPy in, CuPy out; dask in, a lazy dask
+        array and a lazy 0-d dask array for the count.
+    """
+    if isinstance(x, list | tuple):
+        x = np.asarray(x)
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        raise TypeError(f"label() takes a numpy, CuPy or dask array, got {type(x).__name__}")
+    check_input(tuple(x.shape), x.dtype)
+    conn = conn_mod.normalize(x.ndim, connectivity, structure)
+    if _is_dask(x):
+        from tilelabel.pipeline.lazy import label_dask
+
+        return label_dask(x, conn, resolve_backend(backend), algorithm, dtype)
+    if _is_cupy(x):
+        if backend not in ("auto", "cuda"):
+            raise ValueError(f"a CuPy array is labeled with backend 'cuda', not {backend!r}")
+        name = "cuda"
+    else:
+        x = np.asarray(x)
+        name = resolve_backend(backend)
+    if x.dtype.kind == "f" and bool((x != x).any()):
+        raise ValueError("input contains NaN; NaN is neither foreground nor background")
+    be = get_backend(name)
+    bound = conn_mod.max_components(tuple(x.shape), conn)
+    labels, n = be.label(x, conn, label_dtype(bound), algorithm)
+    out = label_dtype(n, dtype)
+    if labels.dtype != out:
+        labels = labels.astype(out)
+    return labels, n
+
+
+def label_zarr(src, dst, **kwargs) -> int:
+    """Label a zarr array into a new zarr array; returns the number of components.
+
+    See :func:`tilelabel.pipeline.runner.label_zarr` for the parameters.
+    """
+    from tilelabel.pipeline.runner import label_zarr as run
+
+    return run(src, dst, **kwargs)

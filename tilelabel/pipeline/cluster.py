@@ -1,0 +1,65 @@
+"""Getting a dask.distributed client: an existing one, a scheduler address, or a local cluster."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from distributed import Client, LocalCluster
+
+log = logging.getLogger("tilelabel")
+
+
+def default_workers() -> int:
+    return max(
+        1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
+
+
+@contextmanager
+def connect(
+    client: Client | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    backend: str = "cpu",
+) -> Iterator[Client]:
+    """Yield a client; clusters started here are closed on exit, others are left running.
+
+    Order: an explicit ``client``; a ``scheduler`` address (or scheduler file path); the client
+    already active in this process; otherwise a new local cluster: ``LocalCUDACluster`` with one
+    worker per visible GPU for the ``cuda`` backend, else a ``LocalCluster`` of single-threaded
+    worker processes (the kernels are sequential per chunk; processes avoid the GIL in the
+    pipeline's numpy glue).
+    """
+    if client is not None:
+        yield client
+        return
+    if scheduler is not None:
+        kwargs = (
+            {"scheduler_file": scheduler} if scheduler.endswith(".json") else {"address": scheduler}
+        )
+        with Client(**kwargs) as c:
+            yield c
+        return
+    from distributed import default_client
+
+    try:
+        active = default_client()
+    except ValueError:
+        active = None
+    if active is not None:
+        yield active
+        return
+    if backend == "cuda":
+        from dask_cuda import LocalCUDACluster
+
+        cluster = LocalCUDACluster(n_workers=workers)
+    else:
+        cluster = LocalCluster(
+            n_workers=workers or default_workers(), threads_per_worker=1, processes=True
+        )
+    with cluster, Client(cluster) as c:
+        log.info("started a local dask cluster; dashboard at %s", c.dashboard_link)
+        yield c

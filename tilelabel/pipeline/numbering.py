@@ -1,0 +1,139 @@
+"""Final numbering: label = 1 + the number of component roots before the component's first voxel.
+
+Roots are counted per *row segment* (one row of one chunk). An exclusive prefix sum of those counts
+in raster order, done as nested cumulative sums over a chunked array, gives each row segment its
+offset; within a segment, a root's rank is local to its chunk. No task ever holds all keys or a
+lookup table of every label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dask.array as da
+import numpy as np
+
+from tilelabel.pipeline.local import Counts, key_rows
+
+
+@dataclass
+class LutSpec:
+    """Everything a chunk needs to build its local-to-global lookup table (O(rows + border))."""
+
+    n: int
+    #: first local id - 1 of each row (exclusive cumsum of the local row counts), flat
+    row_start: np.ndarray
+    #: global offset (number of roots before the row segment) of each row, flat
+    row_offset: np.ndarray
+    #: local ids of border labels that are not their component's root, sorted
+    demoted: np.ndarray
+    #: local ids of all border labels and their final global labels
+    border_ids: np.ndarray
+    border_finals: np.ndarray
+
+
+def _demoted(counts: Counts, roots: np.ndarray) -> np.ndarray:
+    return counts.ids[roots != counts.keys]
+
+
+def corrected_counts(
+    counts: Counts,
+    roots: np.ndarray,
+    offset: tuple[int, ...],
+    shape: tuple[int, ...],
+    block_shape: tuple[int, ...],
+) -> np.ndarray:
+    """Roots per row of the chunk: local first voxels minus those merged into an earlier root.
+
+    Shaped ``block_shape[:-1] + (1,)``: one count per row segment, ready to stitch into the
+    chunked array of all row segments.
+    """
+    rc = counts.row_counts.copy().reshape(-1)
+    demoted_keys = counts.keys[roots != counts.keys]
+    if demoted_keys.size:
+        np.subtract.at(rc, key_rows(demoted_keys, block_shape, offset, shape), 1)
+    return rc.reshape(block_shape[:-1] + (1,))
+
+
+def raster_exclusive_prefix(counts: da.Array) -> tuple[da.Array, da.Array]:
+    """Exclusive prefix sum of ``counts`` in raster (C) order, and the total, lazily.
+
+    Nested exclusive cumsums from the last axis to the first: the offset of an element is the sum
+    over all earlier hyper-rows, plus the earlier rows of its own plane, and so on.
+    """
+    offsets = None
+    totals = counts
+    for axis in range(counts.ndim - 1, -1, -1):
+        excl = da.cumsum(totals, axis=axis) - totals
+        expand = (Ellipsis,) + (None,) * (counts.ndim - 1 - axis)
+        offsets = excl[expand] if offsets is None else offsets + excl[expand]
+        totals = totals.sum(axis=axis)
+    return offsets, totals
+
+
+def border_finals(
+    counts: Counts,
+    roots: np.ndarray,
+    row_offset: np.ndarray,
+    offset: tuple[int, ...],
+    shape: tuple[int, ...],
+    block_shape: tuple[int, ...],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Final labels of the border components whose root (first voxel) lies in this chunk."""
+    row_start = _row_start(counts)
+    demoted = np.sort(_demoted(counts, roots))
+    is_root = roots == counts.keys
+    ids, keys = counts.ids[is_root], counts.keys[is_root]
+    rows = key_rows(keys, block_shape, offset, shape)
+    start = row_start[rows]
+    before = np.searchsorted(demoted, ids) - np.searchsorted(demoted, start + 1)
+    rank = (ids - 1 - start) - before
+    return keys, 1 + row_offset.reshape(-1)[rows] + rank
+
+
+def _row_start(counts: Counts) -> np.ndarray:
+    rc = counts.row_counts.reshape(-1)
+    return np.concatenate([[0], np.cumsum(rc)[:-1]]).astype(np.int64)
+
+
+def distribute(
+    finals: Sequence[tuple[np.ndarray, np.ndarray]], *chunk_roots: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """For each chunk, the final label of the component of each of its border labels."""
+    keys = np.concatenate([k for k, _ in finals] or [np.empty(0, np.int64)])
+    vals = np.concatenate([v for _, v in finals] or [np.empty(0, np.int64)])
+    order = np.argsort(keys, kind="stable")
+    keys, vals = keys[order], vals[order]
+    return tuple(vals[np.searchsorted(keys, roots)] for roots in chunk_roots)
+
+
+def lut_spec(
+    counts: Counts, roots: np.ndarray, row_offset: np.ndarray, finals: np.ndarray
+) -> LutSpec:
+    return LutSpec(
+        n=counts.n,
+        row_start=_row_start(counts),
+        row_offset=row_offset.reshape(-1).astype(np.int64),
+        demoted=np.sort(_demoted(counts, roots)),
+        border_ids=counts.ids,
+        border_finals=finals,
+    )
+
+
+def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
+    """Local label -> final label, for local labels 0..n (0 stays background)."""
+    n = spec.n
+    lut = np.zeros(n + 1, dtype=dtype)
+    if n == 0:
+        return lut
+    counts = np.diff(np.append(spec.row_start, n))
+    seg = np.repeat(np.arange(len(counts)), counts)
+    is_root = np.ones(n, np.int64)
+    is_root[spec.demoted - 1] = 0
+    cum = np.concatenate([[0], np.cumsum(is_root)])
+    ids = np.arange(1, n + 1)
+    start = spec.row_start[seg]
+    lut[1:] = 1 + spec.row_offset[seg] + (cum[ids - 1] - cum[start])
+    lut[spec.border_ids] = spec.border_finals
+    return lut

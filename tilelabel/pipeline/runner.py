@@ -1,0 +1,203 @@
+"""zarr -> zarr on a dask.distributed cluster, in three phases with progress.
+
+1. labeling: every chunk is read and labeled; only its summary stays (faces, border keys, counts);
+2. merging: border equivalences, union-find, numbering; the component count is known here, so the
+   output dtype is decided (and an overflow refused) before anything is written;
+3. writing: every chunk is read and labeled again, mapped through its lookup table and written.
+
+The output is created only after phase 2 and removed again if phase 3 fails; it is marked complete
+in its attributes only once every chunk is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import numpy as np
+from distributed import Client, Future, as_completed, futures_of
+
+from tilelabel import connectivity as conn_mod
+from tilelabel._version import __version__
+from tilelabel.dtypes import label_dtype
+from tilelabel.kernels.backends import resolve_backend
+from tilelabel.pipeline import zarr_io
+from tilelabel.pipeline.cluster import connect
+from tilelabel.pipeline.graph import build_merge_graph, build_summaries, materialize, relabel
+from tilelabel.pipeline.plan import DEFAULT_TARGET_VOXELS, plan_for_storage
+
+log = logging.getLogger("tilelabel")
+
+
+@dataclass
+class Result:
+    components: int
+    voxels: int
+    seconds: float
+    dtype: str
+    backend: str
+
+    def summary(self) -> str:
+        rate = self.voxels / self.seconds if self.seconds > 0 else float("inf")
+        return (
+            f"{self.components:,} components in {self.voxels:,} voxels, "
+            f"{self.seconds:.2f} s ({rate / 1e6:,.1f} Mvoxel/s, {self.backend}, {self.dtype})"
+        )
+
+
+def _wait(futures: Iterable[Future], desc: str, progress: bool) -> None:
+    futures = list(futures)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(futures), desc=desc, unit="chunk", leave=True)
+    try:
+        for fut in as_completed(futures):
+            fut.result()  # raises the task's exception here, with its traceback
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _write_chunk(source, slices, spec, target, backend, connectivity, algorithm, dtype) -> None:
+    target(
+        slices, relabel(materialize(source, slices), spec, backend, connectivity, algorithm, dtype)
+    )
+
+
+def _check_cuda_on_workers(client: Client) -> None:
+    from tilelabel.kernels.backends import BackendUnavailable, cuda_available
+
+    usable = client.run(cuda_available)
+    if not usable or not all(usable.values()):
+        raise BackendUnavailable(
+            "backend 'cuda' was requested but the cluster's workers have no usable GPU "
+            f"(per worker: {usable})"
+        )
+
+
+def label_zarr(
+    src: str,
+    dst: str,
+    *,
+    connectivity: int | None = None,
+    structure: np.ndarray | None = None,
+    chunks: tuple[int, ...] | None = None,
+    backend: str = "auto",
+    algorithm: str | None = None,
+    dtype: str = "auto",
+    overwrite: bool = False,
+    client: Client | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    return_result: bool = False,
+) -> int | Result:
+    """Label the zarr array ``src`` into a new zarr array ``dst``; return the component count.
+
+    Parameters
+    ----------
+    src, dst
+        Paths or URLs of zarr arrays (v2 or v3). The output gets the input's shape, chunks,
+        shards, codecs and zarr format.
+    connectivity, structure
+        As in :func:`tilelabel.label`; full connectivity by default.
+    chunks
+        Processing chunk size per axis, a whole multiple of the storage chunks; by default storage
+        chunks are grouped into chunks of about 256^3 voxels (CPU) or 512^3 (GPU).
+    backend
+        ``"auto"`` (GPU when usable), ``"cpu"`` or ``"cuda"``.
+    dtype
+        ``"auto"`` (uint32 when the count fits), ``"uint32"`` (refused, before anything is
+        written, when the count does not fit) or ``"uint64"``.
+    overwrite
+        Replace ``dst`` if it exists.
+    client, scheduler, workers
+        Run on this client, or connect to this scheduler address, or else use the active client
+        or start a local cluster of ``workers`` workers for the run.
+    progress
+        Show a progress bar per phase.
+    """
+    start = time.perf_counter()
+    src_arr = zarr_io.open_input(src, storage_options)
+    shape = tuple(src_arr.shape)
+    conn = conn_mod.normalize(len(shape), connectivity, structure)
+    backend = resolve_backend(backend)
+    if backend == "cuda" and client is None and scheduler is None:
+        from tilelabel.kernels.backends import get_backend
+
+        get_backend("cuda")  # a clear error before a cluster starts
+    label_dtype(0, dtype)  # validates the dtype name early
+    zarr_io.check_output(dst, src, overwrite)
+    plan = plan_for_storage(
+        shape, zarr_io.storage_chunks(src_arr), chunks, DEFAULT_TARGET_VOXELS[backend]
+    )
+    src_url, dst_url = zarr_io.normalize_url(src), zarr_io.normalize_url(dst)
+    source = zarr_io.ZarrSource(src_url, storage_options)
+    log.info(
+        "labeling %s %s in %d chunks of up to %s",
+        shape,
+        src_arr.dtype,
+        plan.nchunks,
+        plan.max_block_shape(),
+    )
+
+    with connect(client, scheduler, workers, backend) as c:
+        if backend == "cuda":
+            _check_cuda_on_workers(c)
+        summaries = build_summaries(lambda idx: source, plan, conn, backend, algorithm)
+        flat = c.persist([d for pair in summaries.values() for d in pair])
+        persisted = {idx: (flat[2 * i], flat[2 * i + 1]) for i, idx in enumerate(summaries)}
+        # one bar step per chunk: the Borders half of each summary
+        _wait(futures_of([b for b, _ in persisted.values()]), "labeling", progress)
+        summaries = persisted
+        graph = build_merge_graph(summaries, plan, conn, backend, algorithm)
+        idxs = list(plan.indices())
+        # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
+        # optimizing the two collections separately would rename those shared keys
+        *spec_futures, count_future = c.compute(
+            [*(graph.specs[i] for i in idxs), graph.count], optimize_graph=False
+        )
+        _wait([*spec_futures, count_future], "merging", progress)
+        count = int(count_future.result())
+        out_dtype = label_dtype(count, dtype)
+
+        attrs = {
+            "tilelabel": {
+                "version": __version__,
+                "source": src_url,
+                "connectivity": conn,
+                "components": count,
+                "backend": backend,
+                "complete": False,
+            }
+        }
+        out = zarr_io.create_output(dst, src_arr, out_dtype, attrs, overwrite, storage_options)
+        target = zarr_io.ZarrTarget(dst_url, storage_options)
+        writes = [
+            dask.delayed(_write_chunk, pure=False)(
+                source, plan.slices(idx), spec, target, backend, conn, algorithm, out_dtype
+            )
+            for idx, spec in zip(idxs, spec_futures, strict=True)
+        ]
+        try:
+            _wait(c.compute(writes), "writing", progress)
+        except BaseException:
+            zarr_io.remove(dst, storage_options)
+            raise
+        attrs["tilelabel"]["complete"] = True
+        out.attrs.update(attrs)
+
+    result = Result(
+        count, int(np.prod(shape)), time.perf_counter() - start, str(out_dtype), backend
+    )
+    log.info("%s", result.summary())
+    return result if return_result else count

@@ -1,0 +1,131 @@
+"""zarr input and output: opening with clear errors, picklable readers/writers, safe creation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import zarr
+
+from tilelabel.validate import check_input
+
+
+def normalize_url(url: str) -> str:
+    """Local paths become absolute real paths; URLs are kept (minus a trailing slash)."""
+    url = os.fspath(url)
+    if "://" in url and not url.startswith("file://"):
+        return url.rstrip("/")
+    path = url[len("file://") :] if url.startswith("file://") else url
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def _exists(url: str) -> bool:
+    if "://" not in url:
+        return os.path.exists(url)
+    try:
+        zarr.open(url, mode="r")
+        return True
+    except Exception:
+        return False
+
+
+def open_input(url: str, storage_options: dict | None = None) -> zarr.Array:
+    """Open a zarr array (v2 or v3) for reading, or raise a ValueError that says what is wrong."""
+    target = normalize_url(url)
+    if "://" not in target and not os.path.exists(target):
+        raise ValueError(f"input {url} does not exist")
+    try:
+        node = zarr.open(target, mode="r", storage_options=storage_options)
+    except FileNotFoundError as e:
+        raise ValueError(f"input {url} does not exist") from e
+    except Exception as e:
+        raise ValueError(f"input {url} is not a zarr array ({type(e).__name__}: {e})") from e
+    if isinstance(node, zarr.Group):
+        arrays = sorted(name for name, _ in node.arrays())
+        hint = f"; it holds the arrays {', '.join(arrays)}" if arrays else ""
+        raise ValueError(
+            f"input {url} is a zarr group, not an array: give the path of an array inside it{hint}"
+        )
+    check_input(tuple(node.shape), node.dtype, what=f"input {url}")
+    return node
+
+
+def storage_chunks(arr: zarr.Array) -> tuple[int, ...]:
+    """The unit a task may write without racing another: the shard if sharded, else the chunk."""
+    return tuple(arr.shards or arr.chunks)
+
+
+def check_output(dst: str, src: str, overwrite: bool) -> None:
+    """Refuse an output equal to the input, or existing without ``overwrite``, before any work."""
+    if normalize_url(dst) == normalize_url(src):
+        raise ValueError(f"output {dst} is the input; write the labels to another array")
+    if _exists(normalize_url(dst)) and not overwrite:
+        raise ValueError(
+            f"output {dst} already exists; pass overwrite=True (--overwrite) to replace it"
+        )
+
+
+def create_output(
+    dst: str,
+    like: zarr.Array,
+    dtype: np.dtype,
+    attributes: dict[str, Any],
+    overwrite: bool,
+    storage_options: dict | None = None,
+) -> zarr.Array:
+    """Create the label array with the input's shape, chunks, shards, codecs and zarr format."""
+    kwargs: dict[str, Any] = {}
+    if like.shards:
+        kwargs["shards"] = like.shards
+    return zarr.create_array(
+        normalize_url(dst),
+        shape=like.shape,
+        chunks=like.chunks,
+        dtype=dtype,
+        compressors=like.compressors,
+        fill_value=0,
+        zarr_format=like.metadata.zarr_format,
+        attributes=attributes,
+        overwrite=overwrite,
+        storage_options=storage_options,
+        **kwargs,
+    )
+
+
+def remove(url: str, storage_options: dict | None = None) -> None:
+    """Delete an output that did not complete, so that nothing half-written is left behind."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(normalize_url(url), **(storage_options or {}))
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+@dataclass(frozen=True)
+class ZarrSource:
+    """Picklable reader of blocks of a zarr array.
+
+    It opens the array in each task (a small metadata read) rather than caching it per process,
+    so a worker never reads through stale metadata of an array that was since replaced.
+    """
+
+    url: str
+    storage_options: dict | None = field(default=None, hash=False, compare=False)
+
+    def __call__(self, slices: tuple[slice, ...]) -> np.ndarray:
+        arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
+        return np.asarray(arr[slices])
+
+
+@dataclass(frozen=True)
+class ZarrTarget:
+    """Picklable writer of blocks into a zarr array (opened per task: the array is new each run)."""
+
+    url: str
+    storage_options: dict | None = field(default=None, hash=False, compare=False)
+
+    def __call__(self, slices: tuple[slice, ...], data: np.ndarray) -> None:
+        arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
+        arr[slices] = data
