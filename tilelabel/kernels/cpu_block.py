@@ -1,0 +1,491 @@
+"""Block-based union find (BUF) and block-based Komura equivalence (BKE), sequential, in numba.
+
+Allegretti, Bolelli, Grana, "Optimized Block-Based Algorithms to Label Connected Components on
+GPUs" (TPDS 2020). Under full connectivity every foreground voxel of a 2x2 (2D) or 2x2x2 (3D)
+block has the same label, so the union-find forest is built over blocks. As in the paper the
+forest lives in the output array: the entry of a block's first (top-left-front) voxel holds the
+flat index of its parent block's first voxel, so no block-sized side array is allocated.
+
+Arrays are handled as flat views with explicit sizes ``nz, ny, nx``; a 2D image is the 3D case
+with ``nz == 1``, which lets the passes that do not look at neighbour geometry (BKE's reduction,
+flattening, final labeling) be shared by both dimensionalities.
+
+Differences from the GPU formulation, all because one thread runs the blocks in raster order:
+
+- The mask of each block (which of its voxels are foreground) is kept for the current and the
+  previous block plane in a small rolling buffer, so connectivity to an earlier block is one table
+  lookup ``T[mask_X, direction] & mask_N`` instead of re-reading the neighbour's voxels. ``T`` is
+  built from the paper's bitsets (``0x777`` in 2D, ``0x77707770777`` in 3D).
+- Background blocks get a sentinel entry (the voxel count, never a valid index), which is how the
+  later passes skip them.
+- Compression is one forward pass (:func:`flatten`) that also gives every tree a dense id, and the
+  final labeling renumbers those ids in raster order of their first voxel, which is what
+  ``scipy.ndimage.label`` does (a tree's root is its smallest *block*, not its first voxel).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from tilelabel.kernels.cpu_unionfind import find, merge
+
+#: Earlier neighbour blocks, in raster order of their index (so the lowest set bit of a
+#: connection mask is the neighbour with the smallest index, the one BKE links to first).
+FORWARD_3D = [(dz, dy, dx) for dz in (-1, 0) for dy in (-1, 0, 1) for dx in (-1, 0, 1)][:13]
+FORWARD_2D = [(dy, dx) for dy in (-1, 0) for dx in (-1, 0, 1)][:4]
+
+#: The 3x3(x3) neighbourhood of a block's first voxel in the paper's 4x4(x4) bitset.
+BITSET_2D = 0x777
+BITSET_3D = 0x77707770777
+
+
+def _voxels(ndim: int) -> list[tuple[int, ...]]:
+    # Bit k of a block mask is the voxel whose coordinates inside the block are the binary
+    # digits of k (z, y, x from most to least significant): bit 0 first voxel, bit 1 its x+1.
+    return [tuple((k >> (ndim - 1 - a)) & 1 for a in range(ndim)) for k in range(2**ndim)]
+
+
+def connection_table(ndim: int) -> np.ndarray:
+    """``T[m, d]``: voxels of forward neighbour ``d`` that touch a voxel of a block with mask ``m``.
+
+    Built as in the paper: each foreground voxel of the block sets its 3x3(x3) neighbourhood in a
+    4x4(x4) bitset centred on the block; the neighbour's voxels are then looked up in that bitset.
+    """
+    forward = FORWARD_3D if ndim == 3 else FORWARD_2D
+    base = BITSET_3D if ndim == 3 else BITSET_2D
+    weights = [16, 4, 1][3 - ndim :]
+    voxels = _voxels(ndim)
+    table = np.zeros((2 ** len(voxels), 16), np.uint8)
+    for m in range(2 ** len(voxels)):
+        bs = 0
+        for k, v in enumerate(voxels):
+            if (m >> k) & 1:
+                bs |= base << sum(c * w for c, w in zip(v, weights, strict=True))
+        for d, nb in enumerate(forward):
+            bits = 0
+            for k, v in enumerate(voxels):
+                cube = [1 + 2 * o + c for o, c in zip(nb, v, strict=True)]
+                if all(0 <= c < 4 for c in cube):
+                    if (bs >> sum(c * w for c, w in zip(cube, weights, strict=True))) & 1:
+                        bits |= 1 << k
+            table[m, d] = bits
+    return table
+
+
+T2 = connection_table(2)
+T3 = connection_table(3)
+
+
+def forward_offsets(shape: tuple[int, int, int], ndim: int) -> np.ndarray:
+    """Flat offsets from a block's first voxel to the first voxel of each forward neighbour."""
+    _, ny, nx = shape
+    sz, sy = ny * nx, nx
+    if ndim == 3:
+        return np.array([2 * (dz * sz + dy * sy + dx) for dz, dy, dx in FORWARD_3D], np.int64)
+    return np.array([2 * (dy * sy + dx) for dy, dx in FORWARD_2D], np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# Block masks
+
+
+@numba.njit(cache=True, nogil=True)
+def _mask3(img, o, sy, sz, hx, hy, hz):
+    # The flags are constant along a block row, so these branches predict perfectly.
+    m = np.int64(img[o])
+    if hx:
+        m |= np.int64(img[o + 1]) << 1
+    if hy:
+        m |= np.int64(img[o + sy]) << 2
+        if hx:
+            m |= np.int64(img[o + sy + 1]) << 3
+    if hz:
+        m |= np.int64(img[o + sz]) << 4
+        if hx:
+            m |= np.int64(img[o + sz + 1]) << 5
+        if hy:
+            m |= np.int64(img[o + sz + sy]) << 6
+            if hx:
+                m |= np.int64(img[o + sz + sy + 1]) << 7
+    return m
+
+
+@numba.njit(cache=True, nogil=True)
+def _mask3_full(img, o, sy, sz):
+    return (
+        np.int64(img[o])
+        | (np.int64(img[o + 1]) << 1)
+        | (np.int64(img[o + sy]) << 2)
+        | (np.int64(img[o + sy + 1]) << 3)
+        | (np.int64(img[o + sz]) << 4)
+        | (np.int64(img[o + sz + 1]) << 5)
+        | (np.int64(img[o + sz + sy]) << 6)
+        | (np.int64(img[o + sz + sy + 1]) << 7)
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def _mask2(img, o, sy, hx, hy):
+    m = np.int64(img[o])
+    if hx:
+        m |= np.int64(img[o + 1]) << 1
+    if hy:
+        m |= np.int64(img[o + sy]) << 2
+        if hx:
+            m |= np.int64(img[o + sy + 1]) << 3
+    return m
+
+
+@numba.njit(cache=True, nogil=True)
+def _info_slot(o, sy, sz, hx, hy, hz):
+    # Where a block keeps BKE's information integer: a voxel of its own that is not its first
+    # (x+1, else y+1, else z+1). -1: the block is a single voxel (only the very last block of an
+    # array with all sizes odd), whose information the caller keeps in a variable instead.
+    if hx:
+        return o + 1
+    if hy:
+        return o + sy
+    if hz:
+        return o + sz
+    return np.int64(-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# 3D scans (26-connectivity, 2x2x2 blocks)
+
+
+@numba.njit(cache=True, nogil=True)
+def _conn3(T, m, p0, p1, p2, c0, c1, bx):
+    # Bit d set: forward neighbour d (FORWARD_3D order) is connected to the block.
+    t = T[m]
+    return (
+        np.int64((t[0] & p0[bx]) != 0)
+        | (np.int64((t[1] & p0[bx + 1]) != 0) << 1)
+        | (np.int64((t[2] & p0[bx + 2]) != 0) << 2)
+        | (np.int64((t[3] & p1[bx]) != 0) << 3)
+        | (np.int64((t[4] & p1[bx + 1]) != 0) << 4)
+        | (np.int64((t[5] & p1[bx + 2]) != 0) << 5)
+        | (np.int64((t[6] & p2[bx]) != 0) << 6)
+        | (np.int64((t[7] & p2[bx + 1]) != 0) << 7)
+        | (np.int64((t[8] & p2[bx + 2]) != 0) << 8)
+        | (np.int64((t[9] & c0[bx]) != 0) << 9)
+        | (np.int64((t[10] & c0[bx + 1]) != 0) << 10)
+        | (np.int64((t[11] & c0[bx + 2]) != 0) << 11)
+        | (np.int64((t[12] & c1[bx]) != 0) << 12)
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def buf3_scan(img, L, nz, ny, nx, T, off):
+    """BUF 3D: masks, connections and unions in one raster pass over the blocks."""
+    sy = nx
+    sz = ny * nx
+    sent = nz * sz
+    nby = (ny + 1) // 2
+    nbx = (nx + 1) // 2
+    # Rolling masks of the current and previous block plane, padded by one block on every side
+    # that a forward neighbour can fall off, so the border needs no bounds checks.
+    mb = np.zeros((2, nby + 1, nbx + 2), np.uint8)
+    for bz in range((nz + 1) // 2):
+        cur = mb[bz & 1]
+        prv = mb[(bz + 1) & 1]
+        z = 2 * bz
+        hz = z + 1 < nz
+        for by in range(nby):
+            y = 2 * by
+            hy = y + 1 < ny
+            p0 = prv[by]
+            p1 = prv[by + 1]
+            p2 = prv[by + 2] if by + 2 <= nby else prv[0]
+            c0 = cur[by]
+            c1 = cur[by + 1]
+            base = z * sz + y * sy
+            for bx in range(nbx):
+                o = base + 2 * bx
+                hx = 2 * bx + 1 < nx
+                if hx and hy and hz:
+                    m = _mask3_full(img, o, sy, sz)
+                else:
+                    m = _mask3(img, o, sy, sz, hx, hy, hz)
+                c1[bx + 1] = m
+                if m == 0:
+                    L[o] = sent
+                    continue
+                conn = _conn3(T, m, p0, p1, p2, c0, c1, bx)
+                r = np.int64(-1)
+                d = 0
+                while conn:
+                    if conn & 1:
+                        r = merge(L, o + off[d], r)
+                    conn >>= 1
+                    d += 1
+                L[o] = o if r < 0 else r
+    return 0
+
+
+@numba.njit(cache=True, nogil=True)
+def bke3_init(img, L, nz, ny, nx, T, off):
+    """BKE 3D initialization: link each block to its first connected neighbour, store its info.
+
+    The information integer (bits 0-7 foreground voxels, bits 8-20 connected forward neighbours)
+    goes into a voxel of the block other than its first; returns the information of a
+    single-voxel last block, which has no such voxel.
+    """
+    sy = nx
+    sz = ny * nx
+    sent = nz * sz
+    nby = (ny + 1) // 2
+    nbx = (nx + 1) // 2
+    last = np.int64(0)
+    mb = np.zeros((2, nby + 1, nbx + 2), np.uint8)
+    for bz in range((nz + 1) // 2):
+        cur = mb[bz & 1]
+        prv = mb[(bz + 1) & 1]
+        z = 2 * bz
+        hz = z + 1 < nz
+        for by in range(nby):
+            y = 2 * by
+            hy = y + 1 < ny
+            p0 = prv[by]
+            p1 = prv[by + 1]
+            p2 = prv[by + 2] if by + 2 <= nby else prv[0]
+            c0 = cur[by]
+            c1 = cur[by + 1]
+            base = z * sz + y * sy
+            for bx in range(nbx):
+                o = base + 2 * bx
+                hx = 2 * bx + 1 < nx
+                if hx and hy and hz:
+                    m = _mask3_full(img, o, sy, sz)
+                else:
+                    m = _mask3(img, o, sy, sz, hx, hy, hz)
+                c1[bx + 1] = m
+                if m == 0:
+                    L[o] = sent
+                    continue
+                conn = _conn3(T, m, p0, p1, p2, c0, c1, bx)
+                if conn:
+                    d = 0
+                    while not (conn >> d) & 1:
+                        d += 1
+                    L[o] = o + off[d]
+                else:
+                    L[o] = o
+                info = m | (conn << 8)
+                if hx:
+                    L[o + 1] = info
+                else:
+                    s = _info_slot(o, sy, sz, hx, hy, hz)
+                    if s >= 0:
+                        L[s] = info
+                    else:
+                        last = info
+    return last
+
+
+# ----------------------------------------------------------------------------------------------
+# 2D scans (8-connectivity, 2x2 blocks)
+
+
+@numba.njit(cache=True, nogil=True)
+def _conn2(T, m, c0, c1, bx):
+    t = T[m]
+    return (
+        np.int64((t[0] & c0[bx]) != 0)
+        | (np.int64((t[1] & c0[bx + 1]) != 0) << 1)
+        | (np.int64((t[2] & c0[bx + 2]) != 0) << 2)
+        | (np.int64((t[3] & c1[bx]) != 0) << 3)
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def buf2_scan(img, L, ny, nx, T, off):
+    """BUF 2D: masks, connections and unions in one raster pass over the blocks."""
+    sy = nx
+    sent = ny * nx
+    nby = (ny + 1) // 2
+    nbx = (nx + 1) // 2
+    mb = np.zeros((nby + 1, nbx + 2), np.uint8)
+    for by in range(nby):
+        y = 2 * by
+        hy = y + 1 < ny
+        c0 = mb[by]
+        c1 = mb[by + 1]
+        base = y * sy
+        for bx in range(nbx):
+            o = base + 2 * bx
+            m = _mask2(img, o, sy, 2 * bx + 1 < nx, hy)
+            c1[bx + 1] = m
+            if m == 0:
+                L[o] = sent
+                continue
+            conn = _conn2(T, m, c0, c1, bx)
+            r = np.int64(-1)
+            d = 0
+            while conn:
+                if conn & 1:
+                    r = merge(L, o + off[d], r)
+                conn >>= 1
+                d += 1
+            L[o] = o if r < 0 else r
+    return 0
+
+
+@numba.njit(cache=True, nogil=True)
+def bke2_init(img, L, ny, nx, T, off):
+    """BKE 2D initialization (see :func:`bke3_init`; bits 8-11 are the 4 forward neighbours)."""
+    sy = nx
+    sent = ny * nx
+    nby = (ny + 1) // 2
+    nbx = (nx + 1) // 2
+    last = np.int64(0)
+    mb = np.zeros((nby + 1, nbx + 2), np.uint8)
+    for by in range(nby):
+        y = 2 * by
+        hy = y + 1 < ny
+        c0 = mb[by]
+        c1 = mb[by + 1]
+        base = y * sy
+        for bx in range(nbx):
+            o = base + 2 * bx
+            hx = 2 * bx + 1 < nx
+            m = _mask2(img, o, sy, hx, hy)
+            c1[bx + 1] = m
+            if m == 0:
+                L[o] = sent
+                continue
+            conn = _conn2(T, m, c0, c1, bx)
+            if conn:
+                d = 0
+                while not (conn >> d) & 1:
+                    d += 1
+                L[o] = o + off[d]
+            else:
+                L[o] = o
+            info = m | (conn << 8)
+            s = _info_slot(o, sy, 0, hx, hy, False)
+            if s >= 0:
+                L[s] = info
+            else:
+                last = info
+    return last
+
+
+# ----------------------------------------------------------------------------------------------
+# Passes shared by 2D and 3D
+
+
+@numba.njit(cache=True, nogil=True)
+def bke_reduce(L, nz, ny, nx, off, last):
+    """BKE reduction: union each block with the connected neighbours it was not linked to."""
+    sy = nx
+    sz = ny * nx
+    sent = nz * sz
+    for z in range(0, nz, 2):
+        hz = z + 1 < nz
+        for y in range(0, ny, 2):
+            hy = y + 1 < ny
+            base = z * sz + y * sy
+            for x in range(0, nx, 2):
+                o = base + x
+                if np.int64(L[o]) == sent:
+                    continue
+                hx = x + 1 < nx
+                if hx:
+                    info = np.int64(L[o + 1])
+                else:
+                    s = _info_slot(o, sy, sz, hx, hy, hz)
+                    info = np.int64(L[s]) if s >= 0 else last
+                conn = info >> 8
+                # The lowest neighbour is o's parent since the initialization.
+                conn &= conn - 1
+                if conn == 0:
+                    continue
+                r = find(L, o)
+                d = 0
+                while conn:
+                    if conn & 1:
+                        r = merge(L, o + off[d], r)
+                    conn >>= 1
+                    d += 1
+    return 0
+
+
+@numba.njit(cache=True, nogil=True)
+def flatten(L, nz, ny, nx):
+    """Replace every foreground block's entry by the dense id (0, 1, ...) of its tree.
+
+    Ids follow the raster order of the roots. Parents precede children, so a parent's entry is
+    already an id when its child is reached. Returns the number of trees.
+    """
+    sy = nx
+    sz = ny * nx
+    sent = nz * sz
+    k = np.int64(0)
+    for z in range(0, nz, 2):
+        for y in range(0, ny, 2):
+            base = z * sz + y * sy
+            for x in range(0, nx, 2):
+                o = base + x
+                p = np.int64(L[o])
+                if p == sent:
+                    continue
+                if p == o:
+                    L[o] = k
+                    k += 1
+                else:
+                    L[o] = L[p]
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def final_labeling(img, L, nz, ny, nx, ntrees):
+    """Write every voxel's final label, numbering trees on first encounter in raster order.
+
+    The block entries of a block plane are copied to a plane-sized buffer first, because writing
+    the voxels of the plane's first voxel plane overwrites them. Returns the number of labels.
+    """
+    sy = nx
+    sz = ny * nx
+    nby = (ny + 1) // 2
+    nbx = (nx + 1) // 2
+    npairs = nx // 2
+    # remap[id] is the final label of tree id (0: not seen yet); background blocks read the last
+    # slot, whose nonzero dummy is multiplied by the zero voxels.
+    remap = np.zeros(ntrees + 1, L.dtype)
+    remap[ntrees] = 1
+    ids = np.empty((nby, nbx), np.int64)
+    nxt = 1
+    for z0 in range(0, nz, 2):
+        for by in range(nby):
+            base = z0 * sz + 2 * by * sy
+            row = ids[by]
+            for bx in range(nbx):
+                row[bx] = min(np.int64(L[base + 2 * bx]), ntrees)
+        for z in range(z0, min(z0 + 2, nz)):
+            for y in range(ny):
+                row = ids[y >> 1]
+                v = z * sz + y * sy
+                for bx in range(npairs):
+                    i = row[bx]
+                    r = remap[i]
+                    a = img[v]
+                    b = img[v + 1]
+                    if r == 0 and (a | b):
+                        r = nxt
+                        remap[i] = nxt
+                        nxt += 1
+                    L[v] = a * r
+                    L[v + 1] = b * r
+                    v += 2
+                if nx & 1:
+                    i = row[npairs]
+                    r = remap[i]
+                    a = img[v]
+                    if r == 0 and a:
+                        r = nxt
+                        remap[i] = nxt
+                        nxt += 1
+                    L[v] = a * r
+    return nxt - 1
