@@ -1,0 +1,246 @@
+"""GPU kernels against ``cupyx.scipy.ndimage.label``, all in one run on one GPU.
+
+Protocol (the papers'): input already on the device, uint32 output, output allocation included,
+timed with CUDA events up to the result cupyx gives (labels 1..n in scipy's numbering and n as a
+Python int). Median of repeated runs after a warm-up. Also: the memory floor (input read once and
+labels written once at the device-to-device copy bandwidth measured in this run) and the time of
+each step ("average with steps").
+
+    python benchmarks/kernels_gpu.py [--quick] [--out DIR]
+
+Writes ``kernels_gpu.json`` and ``kernels_gpu.md`` to DIR (default: $OUT or benchmarks/out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cupy as cp  # noqa: E402
+import cupyx.scipy.ndimage as cndi  # noqa: E402
+
+from tilelabel.connectivity import structure  # noqa: E402
+from tilelabel.kernels import gpu  # noqa: E402
+from tilelabel.synth import random_block  # noqa: E402
+
+# The same volumes as tilelabel.synth.random_volume, generated on the device.
+_SYNTH = cp.RawKernel(
+    r"""
+typedef unsigned long long u64;
+__device__ u64 sm(u64 x) {
+    u64 z = x + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+extern "C" __global__ void synth(unsigned char* out, u64 D, u64 H, u64 W, u64 g, u64 cH,
+                                 u64 cW, u64 seedh, double density) {
+    u64 N = D * H * W;
+    for (u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x; v < N;
+         v += (u64)gridDim.x * blockDim.x) {
+        u64 z = v / (H * W), r = v % (H * W), y = r / W, x = r % W;
+        u64 cell = ((z / g) * cH + y / g) * cW + x / g;
+        u64 h = sm(cell ^ seedh);
+        double u = (double)(h >> 11) * (1.0 / 9007199254740992.0);
+        out[v] = u < density ? 1 : 0;
+    }
+}
+""",
+    "synth",
+)
+
+
+def _sm(x: int) -> int:
+    m = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+def volume(shape, density, g, seed=0):
+    D, H, W = (1, *shape) if len(shape) == 2 else shape
+    out = cp.empty(shape, cp.uint8)
+    cells = [-(-s // g) for s in (D, H, W)]
+    args = (out, *map(np.uint64, (D, H, W, g, cells[1], cells[2], _sm(seed))), np.float64(density))
+    _SYNTH((1 << 16,), (256,), args)
+    return out
+
+
+def timed(fn, reps, warm=1):
+    for _ in range(warm):
+        r = fn()
+        del r
+    ts = []
+    s, e = cp.cuda.Event(), cp.cuda.Event()
+    for _ in range(reps):
+        s.record()
+        r = fn()
+        e.record()
+        e.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(s, e))
+        del r
+    return statistics.median(ts), ts
+
+
+def copy_bandwidth():
+    nbytes = 1 << 32
+    a = cp.ones(nbytes, cp.uint8)
+    b = cp.empty_like(a)
+
+    def go():
+        b.data.copy_from_device_async(a.data, nbytes)
+
+    t, _ = timed(go, 20, warm=3)
+    return 2 * nbytes / (t * 1e-3)  # bytes read + written per second
+
+
+def step_times(img, conn, alg, reps):
+    """Median time of each step, run back to back with events between (no syncs)."""
+    per = {}
+    for _ in range(reps + 1):
+        run = gpu._Run(img, np.uint32, conn, alg)
+        steps = run.steps()
+        ev = [cp.cuda.Event() for _ in range(len(steps) + 1)]
+        ev[0].record()
+        for i, (_, fn) in enumerate(steps):
+            fn()
+            ev[i + 1].record()
+        n = run.count()
+        ev[-1].synchronize()
+        for i, (name, _) in enumerate(steps):
+            per.setdefault(name, []).append(cp.cuda.get_elapsed_time(ev[i], ev[i + 1]))
+        del run, n
+    return {k: statistics.median(v[1:]) for k, v in per.items()}
+
+
+_CUPYX_OUT = [cp.uint32]
+
+
+def cupyx_label(img, st):
+    try:
+        return cndi.label(img, structure=st, output=_CUPYX_OUT[0])
+    except Exception as e:  # older CuPy: int32 only
+        if _CUPYX_OUT[0] is None:
+            raise
+        print(f"cupyx label with uint32 output failed ({e}); using its int32 default")
+        _CUPYX_OUT[0] = None
+        return cndi.label(img, structure=st)
+
+
+def dump(out, name, bw, rows):
+    meta = dict(
+        device=name, date=datetime.date.today().isoformat(), copy_GBps=bw / 1e9,
+        cupy=cp.__version__,
+    )  # fmt: skip
+    (out / "kernels_gpu.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
+    md = [
+        f"Device: {name}; date {meta['date']}; CuPy {cp.__version__}; device-to-device copy "
+        f"{bw / 1e9:.0f} GB/s (bytes read + written); floor = (1 B in + 4 B out per voxel) / that.",
+        "",
+        "| case | conn | alg | ms | GVox/s | x cupyx | / floor | cupyx ms | steps (ms) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        steps = ", ".join(f"{k} {v:.2f}" for k, v in r["steps"].items())
+        md.append(
+            f"| {r['size']} d={r['density']} g={r['granularity']} | {r['conn']} | {r['alg']} | "
+            f"{r['ms']:.2f} | {r['gvox']:.1f} | {r['speedup']:.1f} | {r['floor_ratio']:.1f} | "
+            f"{r['cupyx_ms']:.1f} | {steps} |" + ("" if r["ok"] else " MISMATCH")
+        )
+    (out / "kernels_gpu.md").write_text("\n".join(md) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small sizes only (smoke test)")
+    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    ap.add_argument("--only", default="", help="comma list of size tags to run, e.g. 3d1024")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    bw = copy_bandwidth()
+    cp.get_default_memory_pool().free_all_blocks()
+    print(f"device: {name}; device-to-device copy: {bw / 1e9:.0f} GB/s (read + write)", flush=True)
+
+    # the on-device generator equals tilelabel.synth
+    for shp, d, g in (((13, 17, 19), 0.3, 1), ((11, 9, 10), 0.5, 4), ((33, 35), 0.2, 2)):
+        want = random_block(shp, (0,) * len(shp), shp, d, g, seed=0)
+        assert np.array_equal(cp.asnumpy(volume(shp, d, g)), want)
+
+    if args.quick:
+        sizes = [("3d128", (128,) * 3), ("2d1024", (1024, 1024))]
+    else:
+        sizes = [("3d512", (512,) * 3), ("3d1024", (1024,) * 3), ("2d8192", (8192, 8192))]
+    if args.only:
+        keep = set(args.only.split(","))
+        sizes = [s for s in sizes if s[0] in keep]
+
+    rows = []
+    for tag, shape in sizes:
+        nd = len(shape)
+        N = int(np.prod(shape))
+        big = N >= 1 << 29
+        reps = 5 if big else 10
+        floor_ms = N * (1 + 4) / bw * 1e3
+        conns = (8, 4) if nd == 2 else (26, 18, 6)
+        for density in (0.05, 0.2, 0.5):
+            for g in (1, 4):
+                img = volume(shape, density, g)
+                for conn in conns:
+                    st = cp.asarray(structure(nd, conn))
+                    full = conn == 3**nd - 1
+                    algs = list(gpu.PIXEL_ALGORITHMS)
+                    if full:
+                        algs = list(gpu.BLOCK_ALGORITHMS) + algs
+                    ref, rn = cupyx_label(img, st)
+                    t_cx, _ = timed(lambda st=st, img=img: cupyx_label(img, st), 3 if big else reps)
+                    case = f"{tag} d={density} g={g} c={conn}"
+                    print(f"{case}: cupyx {t_cx:.2f} ms, n={rn}", flush=True)
+                    for alg in algs:
+                        kern = gpu._make(conn, alg)
+                        labels, n = kern(img, np.uint32)
+                        ok = n == rn and bool(cp.array_equal(labels, ref))
+                        del labels
+                        t, ts = timed(lambda kern=kern, img=img: kern(img, np.uint32), reps)
+                        steps = step_times(img, conn, alg, 3 if big else 5)
+                        row = dict(
+                            size=tag, shape=shape, density=density, granularity=g, conn=conn,
+                            alg=alg, n=n, ok=ok, ms=t, all_ms=ts, cupyx_ms=t_cx,
+                            gvox=N / t / 1e6, speedup=t_cx / t, floor_ms=floor_ms,
+                            floor_ratio=t / floor_ms, steps=steps,
+                        )  # fmt: skip
+                        rows.append(row)
+                        st_s = " ".join(f"{k}={v:.2f}" for k, v in steps.items())
+                        print(
+                            f"  {alg:7s} {t:8.2f} ms {row['gvox']:7.1f} GVox/s "
+                            f"x{row['speedup']:6.1f} vs cupyx  {row['floor_ratio']:5.1f}x floor "
+                            f"{'OK' if ok else 'MISMATCH'}  [{st_s}]",
+                            flush=True,
+                        )
+                    ref = None
+                    dump(out, name, bw, rows)
+                img = None
+                cp.get_default_memory_pool().free_all_blocks()
+
+    dump(out, name, bw, rows)
+    bad = [r for r in rows if not r["ok"]]
+    print(f"{len(rows)} rows, {len(bad)} mismatches")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""CUDA kernels against scipy.ndimage.label, exactly (on a GPU; skipped where CuPy sees none)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy import ndimage
+
+from tests.cases import families
+from tilelabel.connectivity import structure
+from tilelabel.kernels.backends import cuda_available
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU usable through CuPy"),
+]
+
+BLOCK = ["buf", "buf_ic", "bke", "bke_ic"]
+PIXEL = ["uf", "uf_ic", "ke"]
+EXPECTED = {
+    (2, 4): PIXEL,
+    (2, 8): BLOCK + PIXEL,
+    (3, 6): PIXEL,
+    (3, 18): PIXEL,
+    (3, 26): BLOCK + PIXEL,
+}
+COMBOS = [(nd, c, a) for (nd, c), algs in EXPECTED.items() for a in algs]
+DTYPES = [np.uint32, np.uint64]
+
+
+def _cp():
+    import cupy
+
+    return cupy
+
+
+def _kernel(nd, conn, alg):
+    from tilelabel.kernels.registry import get_kernel
+
+    return get_kernel("cuda", nd, conn, alg)
+
+
+def _check(img: np.ndarray, conn: int, alg: str, dtype=np.uint32, name: str = ""):
+    cp = _cp()
+    ref, rn = ndimage.label(img, structure(img.ndim, conn))
+    labels, n = _kernel(img.ndim, conn, alg)(cp.asarray(np.ascontiguousarray(img)), dtype)
+    assert isinstance(labels, cp.ndarray)
+    assert labels.dtype == dtype and labels.shape == img.shape
+    assert n == rn, (name, img.shape, conn, alg, n, rn)
+    np.testing.assert_array_equal(cp.asnumpy(labels), ref, err_msg=f"{name} {conn} {alg}")
+
+
+def test_registry_lists_every_algorithm():
+    from tilelabel.kernels.registry import DEFAULTS, algorithms
+
+    for (nd, conn), algs in EXPECTED.items():
+        assert set(algs) <= set(algorithms("cuda", nd, conn))
+        assert DEFAULTS[("cuda", nd, conn)] in algorithms("cuda", nd, conn)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["u32", "u64"])
+@pytest.mark.parametrize(("nd", "conn", "alg"), COMBOS, ids=[f"{n}d-{c}-{a}" for n, c, a in COMBOS])
+def test_case_families(nd, conn, alg, dtype):
+    for name, img in families(nd, 37 if nd == 2 else 23):
+        _check(img, conn, alg, dtype, name)
+
+
+@pytest.mark.parametrize(("nd", "conn", "alg"), COMBOS, ids=[f"{n}d-{c}-{a}" for n, c, a in COMBOS])
+def test_case_families_other_seed_size(nd, conn, alg):
+    for name, img in families(nd, 64 if nd == 2 else 34, seed=7):
+        _check(img, conn, alg, np.uint32, name)
+
+
+ODD_2D = [(1, 1), (1, 7), (7, 1), (2, 9), (9, 2), (3, 3), (5, 8), (8, 5), (33, 65), (129, 31)]
+ODD_3D = [
+    (1, 1, 1), (1, 1, 9), (1, 9, 1), (9, 1, 1), (1, 2, 3), (3, 2, 1), (2, 3, 5), (5, 3, 2),
+    (3, 5, 7), (7, 5, 3), (2, 2, 2), (4, 6, 9), (9, 6, 4), (1, 33, 65), (65, 1, 33),
+    (17, 19, 23), (31, 2, 47),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("nd", "conn", "alg"), COMBOS, ids=[f"{n}d-{c}-{a}" for n, c, a in COMBOS])
+def test_odd_shapes(nd, conn, alg):
+    rng = np.random.default_rng(nd * 1000 + conn)
+    for shape in ODD_2D if nd == 2 else ODD_3D:
+        for density in (0.15, 0.5, 0.85):
+            img = (rng.random(shape) < density).astype(np.uint8)
+            _check(img, conn, alg, np.uint32, f"odd{shape}-{density}")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    combo=st.sampled_from(COMBOS),
+    dims=st.lists(st.integers(1, 40), min_size=3, max_size=3),
+    density=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**31),
+    u64=st.booleans(),
+)
+def test_random_volumes(combo, dims, density, seed, u64):
+    nd, conn, alg = combo
+    shape = tuple(dims[:nd])
+    img = (np.random.default_rng(seed).random(shape) < density).astype(np.uint8)
+    _check(img, conn, alg, np.uint64 if u64 else np.uint32, "hypothesis")
+
+
+def test_input_values_other_than_one():
+    cp = _cp()
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 4, (21, 22, 23)).astype(np.uint8) * 60  # 0, 60, 120, 180
+    ref, rn = ndimage.label(img != 0, structure(3, 26))
+    labels, n = _kernel(3, 26, "bke_ic")(cp.asarray(img), np.uint32)
+    assert n == rn
+    np.testing.assert_array_equal(cp.asnumpy(labels), ref)
+
+
+# --- the backend ---------------------------------------------------------------------------
+
+
+def test_backend_contract():
+    cp = _cp()
+    from tilelabel.kernels.backends import get_backend
+    from tilelabel.kernels.cpu_ops import first_indices
+
+    be = get_backend("cuda")
+    assert be.name == "cuda"
+    rng = np.random.default_rng(11)
+    for nd, conn in ((2, 4), (2, 8), (3, 6), (3, 18), (3, 26)):
+        shape = (45, 38) if nd == 2 else (19, 14, 23)
+        host = (rng.random(shape) < 0.4) * rng.integers(1, 300, shape)  # int64, nonzero values
+        for block in (host, cp.asarray(host), host.astype(bool), host.astype(np.float32)):
+            labels, n = be.label(block, conn, np.uint32)
+            ref, rn = ndimage.label(host != 0, structure(nd, conn))
+            assert n == rn
+            h = be.to_host(labels)
+            assert isinstance(h, np.ndarray)
+            np.testing.assert_array_equal(h, ref)
+            want = first_indices(ref.astype(np.uint32), n)
+            got = be.first_indices(labels, n)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, want)
+            # without the cached by-product (a copy is another array): computed from the labels
+            np.testing.assert_array_equal(be.first_indices(labels.copy(), n), want)
+            lut = rng.permutation(n + 1).astype(np.uint64)
+            lut[0] = 0
+            out = be.apply_lut(labels, lut)
+            assert isinstance(out, np.ndarray) and out.dtype == np.uint64
+            np.testing.assert_array_equal(out, lut[ref])
+        for alg in EXPECTED[(nd, conn)]:
+            labels, n = be.label(host, conn, np.uint64, alg)
+            np.testing.assert_array_equal(be.to_host(labels), ref)
+
+
+def test_backend_empty_and_full():
+    from tilelabel.kernels.backends import get_backend
+
+    be = get_backend("cuda")
+    for shape in ((5, 7), (3, 4, 5)):
+        for fill in (0, 1):
+            img = np.full(shape, fill, np.uint8)
+            labels, n = be.label(img, 3 ** len(shape) - 1, np.uint32)
+            assert n == fill
+            np.testing.assert_array_equal(be.to_host(labels), img.astype(np.uint32))
+            np.testing.assert_array_equal(be.first_indices(labels, n), np.zeros(fill, np.int64))
+
+
+def test_gpu_and_cpu_kernels_agree():
+    cp = _cp()
+    from tilelabel.kernels.registry import DEFAULTS, get_kernel
+
+    try:
+        get_kernel("cpu", 2, 8)
+    except Exception as e:  # the CPU kernels are another module, maybe absent here
+        pytest.skip(f"CPU kernels not importable: {e}")
+    rng = np.random.default_rng(5)
+    for (nd, conn), gpu_algs in EXPECTED.items():
+        cpu_algs = [DEFAULTS[("cpu", nd, conn)]]  # one each: numba compiles take device time
+        for trial in range(3):
+            shape = (57, 61) if nd == 2 else (21, 18, 25)
+            img = (rng.random(shape) < (0.1, 0.35, 0.7)[trial]).astype(np.uint8)
+            results = [get_kernel("cpu", nd, conn, a)(img, np.dtype(np.uint32)) for a in cpu_algs]
+            results += [
+                get_kernel("cuda", nd, conn, a)(cp.asarray(img), np.dtype(np.uint32))
+                for a in gpu_algs
+            ]
+            first, n0 = cp.asnumpy(results[0][0]), results[0][1]
+            for labels, n in results[1:]:
+                assert n == n0
+                np.testing.assert_array_equal(cp.asnumpy(labels), first)
+
+
+def test_tilelabel_label_with_cupy():
+    cp = _cp()
+    try:
+        from tilelabel.api import label
+    except Exception as e:
+        pytest.skip(f"tilelabel.api not importable here: {e}")
+    rng = np.random.default_rng(8)
+    img = (rng.random((30, 31, 32)) < 0.3).astype(np.uint8)
+    for conn in (6, 18, 26):
+        labels, n = label(cp.asarray(img), connectivity=conn, backend="cuda")
+        ref, rn = ndimage.label(img, structure(3, conn))
+        assert isinstance(labels, cp.ndarray)
+        assert int(n) == rn
+        np.testing.assert_array_equal(cp.asnumpy(labels), ref)
+
+
+# --- sizes past 2^31 and 2^32 voxels -------------------------------------------------------
+
+
+def _free():
+    cp = _cp()
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def _big(shape, conn, alg, dtype, tail):
+    """Zeros except voxel 0 and a random slab of ``tail`` planes (rows in 2D) at the end, which
+    straddles voxel 2^31 or 2^32; checks every voxel, the count and the first voxels."""
+    cp = _cp()
+    from tilelabel.kernels.backends import get_backend
+    from tilelabel.kernels.cpu_ops import first_indices
+
+    _free()
+    nd = len(shape)
+    free, total = cp.cuda.Device().mem_info
+    size = int(np.prod(shape, dtype=object))
+    work = 8 if size > 2**32 - 1 else np.dtype(dtype).itemsize
+    need = int(size * (1.05 + work + (np.dtype(dtype).itemsize if work == 8 else 0)))
+    if need > free:
+        pytest.skip(f"needs about {need / 2**30:.0f} GiB of GPU memory, {free / 2**30:.0f} free")
+    img = cp.zeros(shape, np.uint8)
+    z0 = shape[0] - tail
+    slab = (np.random.default_rng(1).random((tail, *shape[1:])) < 0.3).astype(np.uint8)
+    img[z0:] = cp.asarray(slab)
+    img[(0,) * nd] = 1
+    plane = int(np.prod(shape[1:]))
+    boundary = 2**32 if size > 2**32 else 2**31
+    assert z0 * plane < boundary < size  # the slab straddles the boundary
+    be = get_backend("cuda")
+    labels, n = be.label(img, conn, dtype, alg)
+    del img
+    ref, rn = ndimage.label(slab, structure(nd, conn))
+    assert n == rn + 1
+    assert labels.dtype == dtype
+    np.testing.assert_array_equal(cp.asnumpy(labels[z0:]), np.where(ref > 0, ref + 1, 0))
+    assert int(labels[(0,) * nd]) == 1
+    step = max(1, (2**30) // plane)
+    nonzero = sum(int(cp.count_nonzero(labels[a : min(a + step, z0)])) for a in range(0, z0, step))
+    assert nonzero == 1
+    first = be.first_indices(labels, n)
+    want = np.concatenate([[0], first_indices(ref.astype(np.uint64), rn) + z0 * plane])
+    np.testing.assert_array_equal(first, want)
+    del labels
+    _free()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("conn", "alg"), [(26, "bke_ic"), (26, "buf"), (6, "uf"), (18, "ke")])
+def test_3d_over_2_31_voxels(conn, alg):
+    _big((1300, 1300, 1300), conn, alg, np.uint32, tail=40)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("conn", "alg"), [(8, "bke"), (4, "uf_ic")])
+def test_2d_over_2_31_voxels(conn, alg):
+    _big((46341, 46341), conn, alg, np.uint32, tail=160)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("conn", "alg", "dtype"),
+    [(26, "bke_ic", np.uint64), (18, "ke", np.uint64), (26, "buf_ic", np.uint32)],
+)
+def test_3d_over_2_32_voxels(conn, alg, dtype):
+    _big((1025, 2048, 2048), conn, alg, dtype, tail=4)

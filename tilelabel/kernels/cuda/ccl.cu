@@ -1,0 +1,857 @@
+// tilelabel GPU connected-component labeling kernels (BUF, BKE, pixel UF) and renumbering.
+//
+// Compiled at run time through cupy.RawModule (NVRTC), so no standard headers are included.
+// Every kernel is templated on the label type T (unsigned int or unsigned long long); all voxel
+// indices are held in T and all address arithmetic is done in 64 bits, so volumes over 2^31 and
+// 2^32 voxels work (T = uint64 is required above 2^32 - 1 voxels; the Python side takes care of it).
+//
+// Block algorithms (Allegretti et al., TPDS 2020): the union-find forest lives in the label array
+// itself, one node per 2x2 (2D) or 2x2x2 (3D) block, stored at the block's top-left voxel (its
+// "slot").  A node's *id* is the raster index of the block's first foreground voxel, not the index
+// of its slot: union by smaller id then makes the root of every tree the block that holds the
+// component's first voxel, so after the last compression every slot holds the component's scipy
+// key (raster index of its first voxel).  Values stored in a slot are either the node's own id
+// (roots) or a pointer, which is any voxel of the parent block (slot_of() recovers the block from
+// any of its voxels).  The block's information word (BKE: voxel mask | union bits << 8; BUF: voxel
+// mask) is stored in the block's top-right voxel as in the paper, or the bottom-left / front one
+// when the block has no top-right voxel; only the single-voxel block (the far corner when every
+// axis has odd size) needs the one-element `extra` buffer (the paper's degenerate case).
+//
+// Renumbering: roots set one bit at their id in a bitmap over voxels; an exclusive scan of the
+// words' popcounts gives, for any key k, rank(k) = prefix[k/32] + popc(bits below k in its word),
+// and the final label is rank + 1.  The set bits, in order, are also the per-label first voxels.
+
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ u32 mulhi(u32 a, u32 b) { return __umulhi(a, b); }
+__device__ __forceinline__ u64 mulhi(u64 a, u64 b) { return __umul64hi(a, b); }
+
+// Granlund-Montgomery division by an invariant: exact for every n representable in T.
+template <typename T>
+__device__ __forceinline__ T fdiv(T n, T m, u32 s1, u32 s2) {
+    T t = mulhi(m, n);
+    return (t + ((n - t) >> s1)) >> s2;
+}
+
+template <typename T>
+__device__ __forceinline__ T amin(T* p, T v);
+template <>
+__device__ __forceinline__ u32 amin<u32>(u32* p, u32 v) { return atomicMin(p, v); }
+template <>
+__device__ __forceinline__ u64 amin<u64>(u64* p, u64 v) { return atomicMin(p, v); }
+
+// Geometry of the volume (D = 1 for 2D), with magic numbers for division by W and by H*W.
+template <typename T>
+struct Geo {
+    T D, H, W, HW;
+    T mW, mHW;
+    u32 w1, w2, hw1, hw2;
+};
+
+#define GEO_PARAMS                                                                        \
+    T D, T H, T W, T mW, u32 w1, u32 w2, T mHW, u32 hw1, u32 hw2
+#define GEO_MAKE                                                                          \
+    Geo<T> g;                                                                             \
+    g.D = D;                                                                              \
+    g.H = H;                                                                              \
+    g.W = W;                                                                              \
+    g.HW = H * W;                                                                         \
+    g.mW = mW;                                                                            \
+    g.mHW = mHW;                                                                          \
+    g.w1 = w1;                                                                            \
+    g.w2 = w2;                                                                            \
+    g.hw1 = hw1;                                                                          \
+    g.hw2 = hw2;
+
+// The slot (top-left voxel) of the block that holds voxel v.
+template <typename T, bool IS3D>
+__device__ __forceinline__ T slot_of(T v, const Geo<T>& g) {
+    if (IS3D) {
+        T z = fdiv<T>(v, g.mHW, g.hw1, g.hw2);
+        T r = v - z * g.HW;
+        T y = fdiv<T>(r, g.mW, g.w1, g.w2);
+        T x = r - y * g.W;
+        return v - (z & 1) * g.HW - (y & 1) * g.W - (x & 1);
+    } else {
+        T y = fdiv<T>(v, g.mW, g.w1, g.w2);
+        T x = v - y * g.W;
+        return v - (y & 1) * g.W - (x & 1);
+    }
+}
+
+template <typename T, bool IS3D>
+__device__ __forceinline__ T bfind(const T* L, T a, const Geo<T>& g) {
+    T p;
+    while ((p = L[(u64)slot_of<T, IS3D>(a, g)]) != a) a = p;
+    return a;
+}
+
+// Oliveira & Lotufo's atomic union (Alg. 1 of the TPDS paper), on block nodes.
+template <typename T, bool IS3D>
+__device__ __forceinline__ void bunion(T* L, T a, T b, const Geo<T>& g) {
+    bool done;
+    do {
+        a = bfind<T, IS3D>(L, a, g);
+        b = bfind<T, IS3D>(L, b, g);
+        if (a < b) {
+            T old = amin<T>(&L[(u64)slot_of<T, IS3D>(b, g)], a);
+            done = (old == b);
+            b = old;
+        } else if (b < a) {
+            T old = amin<T>(&L[(u64)slot_of<T, IS3D>(a, g)], b);
+            done = (old == a);
+            a = old;
+        } else {
+            done = true;
+        }
+    } while (!done);
+}
+
+// Union of X (rX: an ancestor of X, updated to X's root after a union) with the block whose
+// slot is ns.  A neighbour whose parent is already rX is in X's set: no union, one load.
+template <typename T, bool IS3D>
+__device__ __forceinline__ void link_nb(T* L, T& rX, u64 ns, const Geo<T>& g) {
+    T pn = L[ns];
+    if (pn == rX) return;
+    bunion<T, IS3D>(L, rX, pn, g);
+    rX = bfind<T, IS3D>(L, rX, g);
+}
+
+// Where a block keeps its information word.
+template <typename T, bool IS3D>
+__device__ __forceinline__ T* info_ptr(T* L, T* extra, u64 s, T z, T y, T x, const Geo<T>& g) {
+    if (x + 1 < g.W) return L + s + 1;
+    if (y + 1 < g.H) return L + s + (u64)g.W;
+    if (IS3D && z + 1 < g.D) return L + s + (u64)g.HW;
+    return extra;
+}
+
+// Offset of the first foreground voxel of a block from its slot, given its voxel mask
+// (bit dz*4 + dy*2 + dx, i.e. in raster order inside the block).
+template <typename T, bool IS3D>
+__device__ __forceinline__ T first_off(u32 mask, const Geo<T>& g) {
+    u32 j = __ffs(mask) - 1;
+    T off = (T)(j & 1);
+    if (j & 2) off += g.W;
+    if (IS3D && (j & 4)) off += g.HW;
+    return off;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading a block's neighbourhood.
+//
+// Cube bits: 3D bit (dz+1)*16 + (dy+1)*4 + (dx+1) for dz, dy, dx in -1..2 (2D: (dy+1)*4 + (dx+1)),
+// so bit order is raster order.  Only the voxels of the block itself and of its backward
+// neighbours (the 13 / 4 blocks before it in raster order) are read.
+// ---------------------------------------------------------------------------------------------
+
+template <typename T>
+__device__ __forceinline__ u64 row_bits(const u8* __restrict__ img, u64 rowbase, T x, T W,
+                                        bool with_right) {
+    // bits 0..3 for x-1, x, x+1, x+2 (x+2 only if with_right)
+    u64 b = 0;
+    if (x > 0 && img[rowbase + x - 1]) b |= 1;
+    if (img[rowbase + x]) b |= 2;
+    if (x + 1 < W && img[rowbase + x + 1]) b |= 4;
+    if (with_right && x + 2 < W && img[rowbase + x + 2]) b |= 8;
+    return b;
+}
+
+template <typename T>
+__device__ __forceinline__ u64 row_bits_left(const u8* __restrict__ img, u64 rowbase, T x, T W) {
+    // only x-1 (bit 0)
+    return (x > 0 && img[rowbase + x - 1]) ? 1ull : 0ull;
+}
+
+// Mask of cube bits that belong to the backward neighbour at block offset (bz, by, bx).
+__device__ __forceinline__ u64 nb_bits3(int bz, int by, int bx) {
+    u64 m = 0;
+    for (int dz = -1; dz <= 2; dz++) {
+        int qz = dz < 0 ? -1 : (dz < 2 ? 0 : 1);
+        if (qz != bz) continue;
+        for (int dy = -1; dy <= 2; dy++) {
+            int qy = dy < 0 ? -1 : (dy < 2 ? 0 : 1);
+            if (qy != by) continue;
+            for (int dx = -1; dx <= 2; dx++) {
+                int qx = dx < 0 ? -1 : (dx < 2 ? 0 : 1);
+                if (qx != bx) continue;
+                m |= 1ull << ((dz + 1) * 16 + (dy + 1) * 4 + (dx + 1));
+            }
+        }
+    }
+    return m;
+}
+
+__device__ __forceinline__ u64 nb_bits2(int by, int bx) { return nb_bits3(0, by, bx) >> 16; }
+
+// Read what a block needs: its voxel mask, the cube image bits and the "neighbours of foreground
+// internal voxels" bitset.  Returns the voxel mask (0 for a background block).
+template <typename T, bool IS3D>
+__device__ __forceinline__ u32 read_block(const u8* __restrict__ img, T z, T y, T x,
+                                          const Geo<T>& g, u64& cube, u64& bs) {
+    cube = 0;
+    bs = 0;
+    u64 s = (u64)z * (u64)g.HW + (u64)y * (u64)g.W;  // row base of (z, y)
+    u32 mask = 0;
+    bool hy = y + 1 < g.H, hx = x + 1 < g.W;
+    if (img[s + x]) mask |= 1;
+    if (hx && img[s + x + 1]) mask |= 2;
+    if (hy && img[s + g.W + x]) mask |= 4;
+    if (hy && hx && img[s + g.W + x + 1]) mask |= 8;
+    if (IS3D && z + 1 < g.D) {
+        u64 s1 = s + g.HW;
+        if (img[s1 + x]) mask |= 16;
+        if (hx && img[s1 + x + 1]) mask |= 32;
+        if (hy && img[s1 + g.W + x]) mask |= 64;
+        if (hy && hx && img[s1 + g.W + x + 1]) mask |= 128;
+    }
+    if (!mask) return 0;
+    if (IS3D) {
+        const u64 base = 0x000007770777ull | (0x777ull << 32);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (mask & (1u << j)) bs |= base << ((j >> 2) * 16 + ((j >> 1) & 1) * 4 + (j & 1));
+        // plane z-1: 4 rows y-1..y+2, x-1..x+2
+        if (z > 0) {
+            u64 p = s - g.HW;
+            if (y > 0) cube |= row_bits<T>(img, p - g.W, x, g.W, true);
+            cube |= row_bits<T>(img, p, x, g.W, true) << 4;
+            if (hy) cube |= row_bits<T>(img, p + g.W, x, g.W, true) << 8;
+            if (y + 2 < g.H) cube |= row_bits<T>(img, p + 2 * (u64)g.W, x, g.W, true) << 12;
+        }
+        // planes z, z+1: row y-1 (x-1..x+2), rows y, y+1 (x-1 only; internal voxels from mask)
+#pragma unroll
+        for (int dz = 0; dz < 2; dz++) {
+            if (dz == 1 && !(z + 1 < g.D)) break;
+            u64 p = s + dz * (u64)g.HW;
+            int sh = (dz + 1) * 16;
+            if (y > 0) cube |= row_bits<T>(img, p - g.W, x, g.W, true) << sh;
+            cube |= row_bits_left<T>(img, p, x, g.W) << (sh + 4);
+            if (hy) cube |= row_bits_left<T>(img, p + g.W, x, g.W) << (sh + 8);
+        }
+    } else {
+        const u64 base = 0x777ull;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (mask & (1u << j)) bs |= base << (((j >> 1) & 1) * 4 + (j & 1));
+        if (y > 0) cube |= row_bits<T>(img, s - g.W, x, g.W, true);
+        cube |= row_bits_left<T>(img, s, x, g.W) << 4;
+        if (hy) cube |= row_bits_left<T>(img, s + g.W, x, g.W) << 8;
+    }
+    return mask;
+}
+
+#ifndef TL_EMU
+// Warp-cooperative reader for rows whose voxels pairs are 2-byte aligned (W even, image base
+// even): each lane loads its block's two voxels of a row with one 16-bit load and takes x-1 and
+// x+2 from its neighbour lanes; lanes 0 and 31 load those bytes themselves.  All 32 lanes of the
+// warp must call it (inactive lanes with active = false); lanes of a warp share (y, z).
+// Returns bits 0..3 = voxels x-1, x, x+1, x+2 of the row.
+template <typename T>
+__device__ __forceinline__ u32 row4_warp(const u8* __restrict__ img, bool valid, u64 rowbase, T x,
+                                         T W, bool active, u32 lane) {
+    u32 v = 0;
+    if (valid && active) v = *(const unsigned short*)(img + rowbase + x);
+    u32 left = __shfl_up_sync(0xffffffffu, v, 1) >> 8;
+    u32 right = __shfl_down_sync(0xffffffffu, v, 1) & 0xFF;
+    if (lane == 0) left = (valid && active && x > 0) ? img[rowbase + x - 1] : 0;
+    if (lane == 31) right = (valid && active && x + 2 < W) ? img[rowbase + x + 2] : 0;
+    return (left ? 1u : 0u) | ((v & 0xFF) ? 2u : 0u) | ((v >> 8) ? 4u : 0u) | (right ? 8u : 0u);
+}
+
+template <typename T, bool IS3D>
+__device__ __forceinline__ u32 read_block_warp(const u8* __restrict__ img, T z, T y, T x,
+                                               const Geo<T>& g, bool active, u64& cube, u64& bs) {
+    u32 lane = threadIdx.x & 31;
+    cube = 0;
+    bs = 0;
+    u64 s = (u64)z * (u64)g.HW + (u64)y * (u64)g.W;
+    bool hy = y + 1 < g.H;
+    u32 mask = 0;
+    if (IS3D) {
+        bool hz = z + 1 < g.D;
+        if (z > 0) {
+            u64 p = s - g.HW;
+            cube |= (u64)row4_warp<T>(img, y > 0, p - g.W, x, g.W, active, lane);
+            cube |= (u64)row4_warp<T>(img, true, p, x, g.W, active, lane) << 4;
+            cube |= (u64)row4_warp<T>(img, hy, p + g.W, x, g.W, active, lane) << 8;
+            cube |= (u64)row4_warp<T>(img, y + 2 < g.H, p + 2 * (u64)g.W, x, g.W, active, lane)
+                    << 12;
+        }
+#pragma unroll
+        for (int dz = 0; dz < 2; dz++) {
+            bool vz = dz == 0 || hz;
+            u64 p = s + dz * (u64)g.HW;
+            int sh = (dz + 1) * 16;
+            cube |= (u64)row4_warp<T>(img, vz && y > 0, p - g.W, x, g.W, active, lane) << sh;
+            u32 r0 = row4_warp<T>(img, vz, p, x, g.W, active, lane);
+            u32 r1 = row4_warp<T>(img, vz && hy, p + g.W, x, g.W, active, lane);
+            cube |= (u64)(r0 & 1) << (sh + 4);
+            cube |= (u64)(r1 & 1) << (sh + 8);
+            mask |= (((r0 >> 1) & 3) | (((r1 >> 1) & 3) << 2)) << (4 * dz);
+        }
+    } else {
+        cube |= (u64)row4_warp<T>(img, y > 0, s - g.W, x, g.W, active, lane);
+        u32 r0 = row4_warp<T>(img, true, s, x, g.W, active, lane);
+        u32 r1 = row4_warp<T>(img, hy, s + g.W, x, g.W, active, lane);
+        cube |= (u64)(r0 & 1) << 4;
+        cube |= (u64)(r1 & 1) << 8;
+        mask = ((r0 >> 1) & 3) | (((r1 >> 1) & 3) << 2);
+    }
+    if (!active) mask = 0;
+    if (!mask) return 0;
+    const u64 base = IS3D ? (0x000007770777ull | (0x777ull << 32)) : 0x777ull;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        if (mask & (1u << j)) bs |= base << ((j >> 2) * 16 + ((j >> 1) & 1) * 4 + (j & 1));
+    return mask;
+}
+#endif
+
+// Thread-to-block mapping for the warp reader: lanes past the last block column stay (inactive)
+// so that the whole warp takes part in the shuffles.
+#define FOR_BLOCKS_ALL(BD, BH, BW)                                                           \
+    T bx = (T)blockIdx.x * blockDim.x + threadIdx.x;                                         \
+    const bool active = bx < BW;                                                              \
+    for (T bz = (T)blockIdx.z * blockDim.z + threadIdx.z; bz < BD;                           \
+         bz += (T)gridDim.z * blockDim.z)                                                     \
+        for (T by = (T)blockIdx.y * blockDim.y + threadIdx.y; by < BH;                       \
+             by += (T)gridDim.y * blockDim.y)
+
+#ifdef TL_EMU
+#define READ_BLOCK(...) (active ? read_block<T, IS3D>(img, z, y, x, g, cube, bs) : 0u)
+#else
+#define READ_BLOCK(...)                                                                       \
+    (ALIGNED ? read_block_warp<T, IS3D>(img, z, y, x, g, active, cube, bs)                    \
+             : (active ? read_block<T, IS3D>(img, z, y, x, g, cube, bs) : 0u))
+#endif
+
+// Visit the backward neighbours in raster order: fn(k, bz, by, bx, nbits).
+#define NB3_LIST(X)                                                                           \
+    X(0, -1, -1, -1) X(1, -1, -1, 0) X(2, -1, -1, 1) X(3, -1, 0, -1) X(4, -1, 0, 0)           \
+    X(5, -1, 0, 1) X(6, -1, 1, -1) X(7, -1, 1, 0) X(8, -1, 1, 1) X(9, 0, -1, -1)              \
+    X(10, 0, -1, 0) X(11, 0, -1, 1) X(12, 0, 0, -1)
+#define NB2_LIST(X) X(0, 0, -1, -1) X(1, 0, -1, 0) X(2, 0, -1, 1) X(3, 0, 0, -1)
+
+template <bool IS3D>
+__device__ __forceinline__ i64 nb_offset(int k, i64 W, i64 HW) {
+    // offset (in voxels) from a block's slot to the slot of backward neighbour k
+    if (IS3D) {
+        int bz = k < 9 ? -1 : 0;
+        int r = k < 9 ? k : k - 9;
+        int by = k < 9 ? r / 3 - 1 : (k < 12 ? -1 : 0);
+        int bx = k < 9 ? r % 3 - 1 : (k < 12 ? (k - 9) - 1 : -1);
+        return 2 * (bz * HW + by * W + bx);
+    } else {
+        int by = k < 3 ? -1 : 0;
+        int bx = k < 3 ? k - 1 : -1;
+        return 2 * (by * W + bx);
+    }
+}
+
+// Thread-to-block mapping with grid-stride loops in y and z.
+#define FOR_BLOCKS(BD, BH, BW)                                                               \
+    T bx = (T)blockIdx.x * blockDim.x + threadIdx.x;                                         \
+    if (bx >= BW) return;                                                                     \
+    for (T bz = (T)blockIdx.z * blockDim.z + threadIdx.z; bz < BD;                           \
+         bz += (T)gridDim.z * blockDim.z)                                                     \
+        for (T by = (T)blockIdx.y * blockDim.y + threadIdx.y; by < BH;                       \
+             by += (T)gridDim.y * blockDim.y)
+
+// ---------------------------------------------------------------------------------------------
+// BUF
+// ---------------------------------------------------------------------------------------------
+
+// Init: every foreground block becomes a root (its slot holds its id); every block stores its
+// voxel mask in its information slot (background blocks store 0).
+template <typename T, bool IS3D>
+__global__ void buf_init(const u8* __restrict__ img, T* L, T* extra, GEO_PARAMS, T BD, T BH,
+                         T BW) {
+    GEO_MAKE
+    FOR_BLOCKS(BD, BH, BW) {
+        T z = 2 * bz, y = 2 * by, x = 2 * bx;
+        u64 s = (u64)z * g.HW + (u64)y * g.W + x;
+        bool hy = y + 1 < g.H, hx = x + 1 < g.W;
+        u32 mask = 0;
+        if (img[s]) mask |= 1;
+        if (hx && img[s + 1]) mask |= 2;
+        if (hy && img[s + g.W]) mask |= 4;
+        if (hy && hx && img[s + g.W + 1]) mask |= 8;
+        if (IS3D && z + 1 < g.D) {
+            u64 s1 = s + g.HW;
+            if (img[s1]) mask |= 16;
+            if (hx && img[s1 + 1]) mask |= 32;
+            if (hy && img[s1 + g.W]) mask |= 64;
+            if (hy && hx && img[s1 + g.W + 1]) mask |= 128;
+        }
+        if (mask) L[s] = (T)s + first_off<T, IS3D>(mask, g);
+        *info_ptr<T, IS3D>(L, extra, s, z, y, x, g) = (T)mask;
+    }
+}
+
+// Merge: union with every connected backward neighbour.
+template <typename T, bool IS3D, bool ALIGNED>
+__global__ void buf_merge(const u8* __restrict__ img, T* L, GEO_PARAMS, T BD, T BH, T BW) {
+    GEO_MAKE
+    FOR_BLOCKS_ALL(BD, BH, BW) {
+        T z = 2 * bz, y = 2 * by, x = 2 * bx;
+        u64 cube, bs;
+        u32 mask = READ_BLOCK();
+        if (!mask) continue;
+        u64 s = (u64)z * g.HW + (u64)y * g.W + x;
+        T id = (T)s + first_off<T, IS3D>(mask, g);
+        T rX = id;  // an ancestor of X: neighbours whose parent it is need no union
+        u64 hit = cube & bs;
+        if (IS3D) {
+#define BUF_NB3(k, bz_, by_, bx_)                                                        \
+    if (hit & nb_bits3(bz_, by_, bx_))                                                    \
+        link_nb<T, IS3D>(L, rX, (u64)((i64)s + nb_offset<IS3D>(k, (i64)g.W, (i64)g.HW)), g);
+            NB3_LIST(BUF_NB3)
+#undef BUF_NB3
+        } else {
+#define BUF_NB2(k, bz_, by_, bx_)                                                        \
+    if (hit & nb_bits2(by_, bx_))                                                         \
+        link_nb<T, IS3D>(L, rX, (u64)((i64)s + nb_offset<IS3D>(k, (i64)g.W, (i64)g.HW)), g);
+            NB2_LIST(BUF_NB2)
+#undef BUF_NB2
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// BKE
+// ---------------------------------------------------------------------------------------------
+
+// Init: link the block to a connected backward neighbour that surely has a smaller id (one of its
+// visible foreground voxels comes before the block's first voxel), and record the other connected
+// neighbours in the information word for Reduction.
+template <typename T, bool IS3D, bool ALIGNED>
+__global__ void bke_init(const u8* __restrict__ img, T* L, T* extra, GEO_PARAMS, T BD, T BH,
+                         T BW) {
+    GEO_MAKE
+    FOR_BLOCKS_ALL(BD, BH, BW) {
+        T z = 2 * bz, y = 2 * by, x = 2 * bx;
+        u64 cube, bs;
+        u32 mask = READ_BLOCK();
+        if (!active) continue;
+        u64 s = (u64)z * g.HW + (u64)y * g.W + x;
+        T* ip = info_ptr<T, IS3D>(L, extra, s, z, y, x, g);
+        if (!mask) {
+            *ip = 0;
+            continue;
+        }
+        u32 j = __ffs(mask) - 1;
+        // cube bit of the first voxel
+        u32 fbit = (IS3D ? ((j >> 2) + 1) * 16 : 0) + (((j >> 1) & 1) + 1) * 4 + (j & 1) + 1;
+        u64 before = (1ull << fbit) - 1;
+        T id = (T)s + first_off<T, IS3D>(mask, g);
+        u64 hit = cube & bs;
+        u32 conn = 0;
+        int parent = -1;
+        if (IS3D) {
+#define BKE_NB3(k, bz_, by_, bx_)                                                        \
+    {                                                                                     \
+        u64 nb = nb_bits3(bz_, by_, bx_);                                                 \
+        if (hit & nb) {                                                                   \
+            if (parent < 0 && (cube & nb & before)) parent = k;                           \
+            else conn |= 1u << k;                                                         \
+        }                                                                                 \
+    }
+            NB3_LIST(BKE_NB3)
+#undef BKE_NB3
+        } else {
+#define BKE_NB2(k, bz_, by_, bx_)                                                        \
+    {                                                                                     \
+        u64 nb = nb_bits2(by_, bx_);                                                      \
+        if (hit & nb) {                                                                   \
+            if (parent < 0 && (cube & nb & before)) parent = k;                           \
+            else conn |= 1u << k;                                                         \
+        }                                                                                 \
+    }
+            NB2_LIST(BKE_NB2)
+#undef BKE_NB2
+        }
+        L[s] = parent < 0 ? id : (T)((i64)s + nb_offset<IS3D>(parent, (i64)g.W, (i64)g.HW));
+        *ip = (T)(mask | (conn << 8));
+    }
+}
+
+// Reduction: union with the connected neighbours not linked during Init.
+template <typename T, bool IS3D>
+__global__ void bke_reduce(T* L, T* extra, GEO_PARAMS, T BD, T BH, T BW) {
+    GEO_MAKE
+    FOR_BLOCKS(BD, BH, BW) {
+        T z = 2 * bz, y = 2 * by, x = 2 * bx;
+        u64 s = (u64)z * g.HW + (u64)y * g.W + x;
+        u32 info = (u32)*info_ptr<T, IS3D>(L, extra, s, z, y, x, g);
+        u32 conn = info >> 8;
+        if (!conn) continue;
+        T rX = L[s];  // after Compression: X's root, or an ancestor of it
+        while (conn) {
+            int k = __ffs(conn) - 1;
+            conn &= conn - 1;
+            link_nb<T, IS3D>(L, rX, (u64)((i64)s + nb_offset<IS3D>(k, (i64)g.W, (i64)g.HW)), g);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared by BUF and BKE: compression (plain or inline), marking of roots, final labeling.
+// ---------------------------------------------------------------------------------------------
+
+template <typename T, bool IS3D, bool IC, bool MARK>
+__global__ void blk_compress(T* L, T* extra, u32* bitmap, GEO_PARAMS, T BD, T BH, T BW) {
+    GEO_MAKE
+    FOR_BLOCKS(BD, BH, BW) {
+        T z = 2 * bz, y = 2 * by, x = 2 * bx;
+        u64 s = (u64)z * g.HW + (u64)y * g.W + x;
+        u32 mask = (u32)*info_ptr<T, IS3D>(L, extra, s, z, y, x, g) & 0xFF;
+        if (!mask) continue;
+        T id = (T)s + first_off<T, IS3D>(mask, g);
+        T a = L[s];
+        if (a == id) {
+            if (MARK) atomicOr(&bitmap[(u64)id >> 5], 1u << (id & 31));
+            continue;
+        }
+        if (IC) {
+            T p;
+            while ((p = L[(u64)slot_of<T, IS3D>(a, g)]) != a) {
+                a = p;
+                L[s] = a;
+            }
+            // the last read pointer may equal the root's id reached through a non-id pointer
+            L[s] = a;
+        } else {
+            L[s] = bfind<T, IS3D>(L, a, g);
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ T rank_of(T k, const u32* __restrict__ bitmap,
+                                     const T* __restrict__ prefix) {
+    u64 w = (u64)k >> 5;
+    return prefix[w] + (T)__popc(bitmap[w] & ((1u << (k & 31)) - 1u)) + 1;
+}
+
+template <typename T, bool IS3D>
+__global__ void blk_final(T* L, T* extra, const u32* __restrict__ bitmap,
+                          const T* __restrict__ prefix, GEO_PARAMS, T BD, T BH, T BW) {
+    GEO_MAKE
+    FOR_BLOCKS(BD, BH, BW) {
+        T z = 2 * bz, y = 2 * by, x = 2 * bx;
+        u64 s = (u64)z * g.HW + (u64)y * g.W + x;
+        T* ip = info_ptr<T, IS3D>(L, extra, s, z, y, x, g);
+        u32 mask = (u32)*ip & 0xFF;
+        T lab = 0;
+        if (mask) lab = rank_of<T>(L[s], bitmap, prefix);
+        bool hy = y + 1 < g.H, hx = x + 1 < g.W;
+        L[s] = (mask & 1) ? lab : 0;
+        if (hx) L[s + 1] = (mask & 2) ? lab : 0;
+        if (hy) L[s + g.W] = (mask & 4) ? lab : 0;
+        if (hy && hx) L[s + g.W + 1] = (mask & 8) ? lab : 0;
+        if (IS3D && z + 1 < g.D) {
+            u64 s1 = s + g.HW;
+            L[s1] = (mask & 16) ? lab : 0;
+            if (hx) L[s1 + 1] = (mask & 32) ? lab : 0;
+            if (hy) L[s1 + g.W] = (mask & 64) ? lab : 0;
+            if (hy && hx) L[s1 + g.W + 1] = (mask & 128) ? lab : 0;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pixel-based union-find (any connectivity; used for 2D 4, 3D 6 and 18, and as a baseline).
+// Background voxels hold the sentinel ~0 until the final pass.
+// ---------------------------------------------------------------------------------------------
+
+template <typename T>
+__device__ __forceinline__ T pfind(const T* L, T a) {
+    T p;
+    while ((p = L[(u64)a]) != a) a = p;
+    return a;
+}
+
+template <typename T>
+__device__ __forceinline__ void punion(T* L, T a, T b) {
+    bool done;
+    do {
+        a = pfind<T>(L, a);
+        b = pfind<T>(L, b);
+        if (a < b) {
+            T old = amin<T>(&L[(u64)b], a);
+            done = (old == b);
+            b = old;
+        } else if (b < a) {
+            T old = amin<T>(&L[(u64)a], b);
+            done = (old == a);
+            a = old;
+        } else {
+            done = true;
+        }
+    } while (!done);
+}
+
+template <typename T>
+__global__ void uf_init(const u8* __restrict__ img, T* L, u64 N) {
+    for (u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x; v < N;
+         v += (u64)gridDim.x * blockDim.x)
+        L[v] = img[v] ? (T)v : (T)~(T)0;
+}
+
+// Visit the foreground backward neighbours u of voxel v = (z, y, x) under CONN (4 or 8 in 2D;
+// 6, 18 or 26 in 3D): fn(u) returns false to stop.
+template <typename T, int CONN, typename F>
+__device__ __forceinline__ void for_backward(const u8* __restrict__ img, u64 v, T z, T y, T x, T H,
+                                             T W, u64 HW, F fn) {
+    constexpr bool IS3D = CONN == 6 || CONN == 18 || CONN == 26;
+#pragma unroll
+    for (int dz = (IS3D ? -1 : 0); dz <= 0; dz++)
+#pragma unroll
+        for (int dy = -1; dy <= 1; dy++)
+#pragma unroll
+            for (int dx = -1; dx <= 1; dx++) {
+                if (dz == 0 && (dy > 0 || (dy == 0 && dx >= 0))) continue;
+                int nz = (dz != 0) + (dy != 0) + (dx != 0);
+                if ((CONN == 4 || CONN == 6) && nz > 1) continue;
+                if (CONN == 18 && nz > 2) continue;
+                if (dz < 0 && z == 0) continue;
+                if (dy < 0 && y == 0) continue;
+                if (dy > 0 && y + 1 >= H) continue;
+                if (dx < 0 && x == 0) continue;
+                if (dx > 0 && x + 1 >= W) continue;
+                u64 u = (u64)((i64)v + dz * (i64)HW + dy * (i64)W + dx);
+                if (img[u] && !fn(u)) return;
+            }
+}
+
+#define FOR_VOXELS(D, H, W)                                                                  \
+    T x = (T)blockIdx.x * blockDim.x + threadIdx.x;                                          \
+    if (x >= W) return;                                                                       \
+    u64 HW = (u64)H * W;                                                                      \
+    for (T z = (T)blockIdx.z * blockDim.z + threadIdx.z; z < D; z += (T)gridDim.z * blockDim.z) \
+        for (T y = (T)blockIdx.y * blockDim.y + threadIdx.y; y < H;                          \
+             y += (T)gridDim.y * blockDim.y)
+
+// UF Merge: union with every foreground backward neighbour.
+template <typename T, int CONN>
+__global__ void uf_merge(const u8* __restrict__ img, T* L, T D, T H, T W) {
+    FOR_VOXELS(D, H, W) {
+        u64 v = (u64)z * HW + (u64)y * W + x;
+        if (!img[v]) continue;
+        for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u) {
+            punion<T>(L, (T)v, (T)u);
+            return true;
+        });
+    }
+}
+
+// KE Init: link each foreground voxel to its first foreground backward neighbour.
+template <typename T, int CONN>
+__global__ void ke_init(const u8* __restrict__ img, T* L, T D, T H, T W) {
+    FOR_VOXELS(D, H, W) {
+        u64 v = (u64)z * HW + (u64)y * W + x;
+        if (!img[v]) {
+            L[v] = (T)~(T)0;
+            continue;
+        }
+        T p = (T)v;
+        for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u) {
+            p = (T)u;
+            return false;
+        });
+        L[v] = p;
+    }
+}
+
+// KE Reduction (after a Compression): neighbours whose parent is already v's ancestor are in
+// v's set; union with the others.
+template <typename T, int CONN>
+__global__ void ke_reduce(const u8* __restrict__ img, T* L, T D, T H, T W) {
+    FOR_VOXELS(D, H, W) {
+        u64 v = (u64)z * HW + (u64)y * W + x;
+        if (!img[v]) continue;
+        T r = L[v];
+        for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u) {
+            T pu = L[u];
+            if (pu != r) {
+                punion<T>(L, r, pu);
+                r = pfind<T>(L, r);
+            }
+            return true;
+        });
+    }
+}
+
+#ifndef TL_EMU
+// Compression + root bitmap: one warp per 32 consecutive voxels, so each warp writes one word.
+template <typename T, bool IC, bool MARK>
+__global__ void uf_compress_mark(T* L, u32* bitmap, u64 N) {
+    const T BG = (T)~(T)0;
+    u64 lane = threadIdx.x & 31;
+    u64 warp = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 base = warp * 32; base < N; base += nwarps * 32) {
+        u64 v = base + lane;
+        bool root = false;
+        if (v < N) {
+            T a = L[v];
+            if (a != BG) {
+                if (a == (T)v) {
+                    root = true;
+                } else if (IC) {
+                    T p;
+                    while ((p = L[(u64)a]) != a) {
+                        a = p;
+                        L[v] = a;
+                    }
+                } else {
+                    L[v] = pfind<T>(L, a);
+                }
+            }
+        }
+        if (MARK) {
+            u32 bits = __ballot_sync(0xffffffffu, root);
+            if (lane == 0) bitmap[base >> 5] = bits;
+        }
+    }
+}
+
+#endif
+
+template <typename T>
+__global__ void uf_final(T* L, const u32* __restrict__ bitmap, const T* __restrict__ prefix,
+                         u64 N) {
+    const T BG = (T)~(T)0;
+    for (u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x; v < N;
+         v += (u64)gridDim.x * blockDim.x) {
+        T a = L[v];
+        L[v] = (a == BG) ? (T)0 : rank_of<T>(a, bitmap, prefix);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exclusive scan of the bitmap's popcounts: prefix[w] = number of set bits in words before w.
+// Tiles of 256 threads x 8 words.
+// ---------------------------------------------------------------------------------------------
+
+#ifndef TL_EMU
+#define SCAN_THREADS 256
+#define SCAN_WORDS 8
+#define SCAN_TILE (SCAN_THREADS * SCAN_WORDS)
+
+template <typename T>
+__device__ __forceinline__ T block_exclusive_scan(T v, T& total) {
+    // blockDim.x must be a multiple of 32, at most 1024
+    __shared__ T warp_sums[32];
+    __shared__ T total_s;
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    T inc = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        T t = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += t;
+    }
+    if (lane == 31) warp_sums[wid] = inc;
+    __syncthreads();
+    if (wid == 0) {
+        T ws = lane < nw ? warp_sums[lane] : (T)0;
+        T wi = ws;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            T t = __shfl_up_sync(0xffffffffu, wi, o);
+            if (lane >= o) wi += t;
+        }
+        if (lane < nw) warp_sums[lane] = wi - ws;
+        if (lane == 31) total_s = wi;
+    }
+    __syncthreads();
+    total = total_s;
+    T r = warp_sums[wid] + inc - v;
+    __syncthreads();
+    return r;
+}
+
+template <typename T>
+__global__ void scan_tile_sums(const u32* __restrict__ bitmap, u64 nwords, T* tile_sums) {
+    u64 w0 = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_WORDS;
+    T s = 0;
+#pragma unroll
+    for (int i = 0; i < SCAN_WORDS; i++)
+        if (w0 + i < nwords) s += __popc(bitmap[w0 + i]);
+    T total;
+    block_exclusive_scan<T>(s, total);
+    if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
+}
+
+// One block of 512 threads scans the tile sums in place (exclusive) and writes the grand total
+// to tile_sums[ntiles].
+template <typename T>
+__global__ void scan_tiles(T* tile_sums, u64 ntiles) {
+    T carry = 0;
+    for (u64 base = 0; base < ntiles; base += blockDim.x) {
+        u64 i = base + threadIdx.x;
+        T v = i < ntiles ? tile_sums[i] : (T)0;
+        T total;
+        T ex = block_exclusive_scan<T>(v, total);
+        if (i < ntiles) tile_sums[i] = carry + ex;
+        carry += total;
+    }
+    if (threadIdx.x == 0) tile_sums[ntiles] = carry;
+}
+
+template <typename T>
+__global__ void scan_words(const u32* __restrict__ bitmap, u64 nwords,
+                           const T* __restrict__ tile_sums, T* prefix) {
+    u64 w0 = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_WORDS;
+    u32 c[SCAN_WORDS];
+    T s = 0;
+#pragma unroll
+    for (int i = 0; i < SCAN_WORDS; i++) {
+        c[i] = (w0 + i < nwords) ? __popc(bitmap[w0 + i]) : 0;
+        s += c[i];
+    }
+    T total;
+    T run = tile_sums[blockIdx.x] + block_exclusive_scan<T>(s, total);
+#pragma unroll
+    for (int i = 0; i < SCAN_WORDS; i++) {
+        if (w0 + i < nwords) prefix[w0 + i] = run;
+        run += c[i];
+    }
+}
+
+// The set bits in order are the first voxels of labels 1..n.
+template <typename T>
+__global__ void first_from_bitmap(const u32* __restrict__ bitmap, const T* __restrict__ prefix,
+                                  u64 nwords, i64* out) {
+    for (u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x; w < nwords;
+         w += (u64)gridDim.x * blockDim.x) {
+        u32 b = bitmap[w];
+        if (!b) continue;
+        u64 p = (u64)prefix[w];
+        while (b) {
+            int i = __ffs(b) - 1;
+            b &= b - 1;
+            out[p++] = (i64)(w * 32 + i);
+        }
+    }
+}
+
+#endif
+
+// First voxel of every label of an already labeled array (when nothing was kept from labeling).
+template <typename T>
+__global__ void first_from_labels(const T* __restrict__ L, u64 N, u64* out) {
+    for (u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x; v < N;
+         v += (u64)gridDim.x * blockDim.x) {
+        T l = L[v];
+        if (l) atomicMin(&out[(u64)l - 1], v);
+    }
+}

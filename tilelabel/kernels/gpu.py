@@ -1,0 +1,374 @@
+"""CUDA kernels (CUDA C in ``kernels/cuda/ccl.cu``, compiled and cached by ``cupy.RawModule``).
+
+Algorithms, as registered with the kernel registry:
+
+- ``buf``, ``buf_ic``, ``bke``, ``bke_ic``: block-based union-find / Komura equivalence of
+  Allegretti et al. (TPDS 2020), with plain or inline compression, for 2D 8- and 3D
+  26-connectivity (2x2 / 2x2x2 blocks). The union-find forest lives in the label array itself.
+- ``uf``, ``uf_ic``: pixel-based union-find for every connectivity (for 2D 4 and 3D 6 and 18; a
+  baseline for 8 and 26).
+- ``ke``: pixel-based Komura equivalence (Init links each voxel to a backward neighbour,
+  Compression, Reduction, Compression), every connectivity.
+
+All of them end with the same on-device renumbering to scipy's numbering, which also yields each
+label's first voxel. CuPy is imported only when a kernel runs, never at import time.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from tilelabel.dtypes import UINT32_MAX, LabelOverflowError
+from tilelabel.kernels.registry import register
+
+_SRC = Path(__file__).parent / "cuda" / "ccl.cu"
+_TNAME = {np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long"}
+BLOCK_ALGORITHMS = ("buf", "buf_ic", "bke", "bke_ic")
+PIXEL_ALGORITHMS = ("uf", "uf_ic", "ke")
+_SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_WORDS in ccl.cu
+_MAXGRID = 65535
+
+
+def _names() -> list[str]:
+    names = []
+    for t in _TNAME.values():
+        for d3 in ("true", "false"):
+            for k in ("buf_init", "bke_reduce", "blk_final"):
+                names.append(f"{k}<{t}, {d3}>")
+            for k in ("buf_merge", "bke_init"):
+                for al in ("true", "false"):
+                    names.append(f"{k}<{t}, {d3}, {al}>")
+            for ic in ("true", "false"):
+                for mark in ("true", "false"):
+                    names.append(f"blk_compress<{t}, {d3}, {ic}, {mark}>")
+        for conn in (4, 8, 6, 18, 26):
+            for k in ("uf_merge", "ke_init", "ke_reduce"):
+                names.append(f"{k}<{t}, {conn}>")
+        for ic in ("true", "false"):
+            for mark in ("true", "false"):
+                names.append(f"uf_compress_mark<{t}, {ic}, {mark}>")
+        for k in (
+            "uf_init",
+            "uf_final",
+            "scan_tile_sums",
+            "scan_tiles",
+            "scan_words",
+            "first_from_bitmap",
+            "first_from_labels",
+        ):
+            names.append(f"{k}<{t}>")
+    return names
+
+
+@functools.cache
+def _module():
+    import cupy as cp
+
+    return cp.RawModule(code=_SRC.read_text(), options=("-std=c++17",), name_expressions=_names())
+
+
+@functools.cache
+def _fn(name: str):
+    return _module().get_function(name)
+
+
+def _magic(d: int, bits: int) -> tuple[int, int, int]:
+    """Multiplier and shifts for exact division by ``d`` of any ``bits``-bit number."""
+    if d < 1:
+        d = 1
+    l = (d - 1).bit_length()
+    m = ((1 << bits) * ((1 << l) - d)) // d + 1
+    return m, min(l, 1), max(l - 1, 0)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class _Run:
+    """One labeling of one image: its buffers and its steps (so benchmarks can time each)."""
+
+    def __init__(self, image, dtype, connectivity: int, algorithm: str):
+        import cupy as cp
+
+        self.cp = cp
+        self.img = image
+        self.T = np.dtype(dtype)
+        self.t = _TNAME[self.T]
+        self.shape = tuple(int(s) for s in image.shape)
+        self.ndim = len(self.shape)
+        self.N = int(np.prod(self.shape, dtype=object))
+        self.conn = connectivity
+        self.alg = algorithm
+        self.block = algorithm in BLOCK_ALGORITHMS
+        self.d3 = "true" if self.ndim == 3 else "false"
+        D, H, W = (1, *self.shape) if self.ndim == 2 else self.shape
+        self.dims = (D, H, W)
+        Ts = self.T.type
+        bits = self.T.itemsize * 8
+        mW, w1, w2 = _magic(W, bits)
+        mHW, hw1, hw2 = _magic(H * W, bits)
+        u32 = np.uint32
+        self.geo = (Ts(D), Ts(H), Ts(W), Ts(mW), u32(w1), u32(w2), Ts(mHW), u32(hw1), u32(hw2))
+        # 16-bit loads of voxel pairs need even rows and an even base address
+        even = W % 2 == 0 and image.data.ptr % 2 == 0
+        self.aligned = "true" if even else "false"
+        self.nwords = _cdiv(self.N, 32)
+        self.ntiles = _cdiv(self.nwords, _SCAN_TILE)
+        if self.block:
+            BD, BH, BW = _cdiv(D, 2), _cdiv(H, 2), _cdiv(W, 2)
+            self.bdims = (Ts(BD), Ts(BH), Ts(BW))
+            ty, tz = (4, 2) if self.ndim == 3 else (8, 1)
+            self.bblock = (32, ty, tz)
+            self.bgrid = (_cdiv(BW, 32), min(_cdiv(BH, ty), _MAXGRID), min(_cdiv(BD, tz), _MAXGRID))
+        else:
+            ty, tz = (4, 2) if self.ndim == 3 else (8, 1)
+            self.vblock = (32, ty, tz)
+            self.vgrid = (_cdiv(W, 32), min(_cdiv(H, ty), _MAXGRID), min(_cdiv(D, tz), _MAXGRID))
+        self.lgrid = (min(_cdiv(self.N, 256), 1 << 20),)
+
+    # -- steps -----------------------------------------------------------------------------
+    def alloc(self):
+        cp = self.cp
+        self.L = cp.empty(self.shape, self.T)
+        self.extra = cp.empty(1, self.T)
+        # block roots set their bits with atomicOr; the pixel kernel writes whole words
+        self.bitmap = (cp.zeros if self.block else cp.empty)(self.nwords, np.uint32)
+        self.prefix = cp.empty(self.nwords, self.T)
+        self.tiles = cp.empty(self.ntiles + 1, self.T)
+
+    def _b(self, name, *args):
+        _fn(name)(self.bgrid, self.bblock, args)
+
+    def init(self):
+        if self.block:
+            if self.alg.startswith("buf"):
+                k = f"buf_init<{self.t}, {self.d3}>"
+            else:
+                k = f"bke_init<{self.t}, {self.d3}, {self.aligned}>"
+            self._b(k, self.img, self.L, self.extra, *self.geo, *self.bdims)
+        elif self.alg == "ke":
+            D, H, W = self.dims
+            Ts = self.T.type
+            _fn(f"ke_init<{self.t}, {self.conn}>")(
+                self.vgrid, self.vblock, (self.img, self.L, Ts(D), Ts(H), Ts(W))
+            )
+        else:
+            _fn(f"uf_init<{self.t}>")(self.lgrid, (256,), (self.img, self.L, np.uint64(self.N)))
+
+    def merge(self):
+        if self.block:
+            k = f"buf_merge<{self.t}, {self.d3}, {self.aligned}>"
+            self._b(k, self.img, self.L, *self.geo, *self.bdims)
+        else:
+            D, H, W = self.dims
+            Ts = self.T.type
+            _fn(f"uf_merge<{self.t}, {self.conn}>")(
+                self.vgrid, self.vblock, (self.img, self.L, Ts(D), Ts(H), Ts(W))
+            )
+
+    def _compress(self, mark: bool):
+        ic = "true" if self.alg.endswith("_ic") or self.alg == "ke" else "false"
+        if self.block:
+            m = "true" if mark else "false"
+            self._b(
+                f"blk_compress<{self.t}, {self.d3}, {ic}, {m}>",
+                self.L,
+                self.extra,
+                self.bitmap,
+                *self.geo,
+                *self.bdims,
+            )
+        else:
+            m = "true" if mark else "false"
+            _fn(f"uf_compress_mark<{self.t}, {ic}, {m}>")(
+                self.lgrid, (256,), (self.L, self.bitmap, np.uint64(self.N))
+            )
+
+    def compress(self):
+        self._compress(False)
+
+    def reduce(self):
+        if self.block:
+            k = f"bke_reduce<{self.t}, {self.d3}>"
+            self._b(k, self.L, self.extra, *self.geo, *self.bdims)
+        else:
+            D, H, W = self.dims
+            Ts = self.T.type
+            _fn(f"ke_reduce<{self.t}, {self.conn}>")(
+                self.vgrid, self.vblock, (self.img, self.L, Ts(D), Ts(H), Ts(W))
+            )
+
+    def compress_mark(self):
+        self._compress(True)
+
+    def scan(self):
+        nw = np.uint64(self.nwords)
+        _fn(f"scan_tile_sums<{self.t}>")((self.ntiles,), (256,), (self.bitmap, nw, self.tiles))
+        _fn(f"scan_tiles<{self.t}>")((1,), (1024,), (self.tiles, np.uint64(self.ntiles)))
+        _fn(f"scan_words<{self.t}>")(
+            (self.ntiles,), (256,), (self.bitmap, nw, self.tiles, self.prefix)
+        )
+
+    def final(self):
+        if self.block:
+            self._b(
+                f"blk_final<{self.t}, {self.d3}>",
+                self.L,
+                self.extra,
+                self.bitmap,
+                self.prefix,
+                *self.geo,
+                *self.bdims,
+            )
+        else:
+            _fn(f"uf_final<{self.t}>")(
+                self.lgrid, (256,), (self.L, self.bitmap, self.prefix, np.uint64(self.N))
+            )
+
+    def steps(self):
+        """(name, callable) in order; running them all labels the image."""
+        if self.alg.startswith("bke") or self.alg == "ke":
+            mid = [("init", self.init), ("compress", self.compress), ("reduce", self.reduce)]
+        else:
+            mid = [("init", self.init), ("merge", self.merge)]
+        return [
+            ("alloc", self.alloc),
+            *mid,
+            ("compress+mark", self.compress_mark),
+            ("scan", self.scan),
+            ("final", self.final),
+        ]
+
+    def count(self) -> int:
+        return int(self.tiles[self.ntiles].get())
+
+    def first(self, n: int):
+        """Raster index of the first voxel of labels 1..n (int64 CuPy array)."""
+        out = self.cp.empty(n, np.int64)
+        if n:
+            grid = (min(_cdiv(self.nwords, 256), 1 << 20),)
+            _fn(f"first_from_bitmap<{self.t}>")(
+                grid, (256,), (self.bitmap, self.prefix, np.uint64(self.nwords), out)
+            )
+        return out
+
+
+def _check(image, connectivity: int, algorithm: str):
+    if image.ndim not in (2, 3):
+        raise ValueError(f"tilelabel labels 2D and 3D arrays; got {image.ndim} dimension(s)")
+    full = 3**image.ndim - 1
+    if algorithm in BLOCK_ALGORITHMS and connectivity != full:
+        raise ValueError(f"{algorithm} serves only {full}-connectivity in {image.ndim}D")
+
+
+def label_device(image, dtype, connectivity: int, algorithm: str, want_first: bool = False):
+    """Label a C-contiguous uint8 CuPy array (nonzero is foreground): ``(labels, n[, first])``.
+
+    ``dtype`` uint32 or uint64. Above 2^32 - 1 voxels, indices need 64 bits: a uint32 result is
+    then computed in uint64 and narrowed (an allocation the papers never need, for sizes they never
+    meet).
+    """
+    import cupy as cp
+
+    dtype = np.dtype(dtype)
+    if dtype not in _TNAME:
+        raise ValueError(f"label dtype must be uint32 or uint64, got {dtype}")
+    _check(image, connectivity, algorithm)
+    if image.dtype != np.uint8 or not image.flags.c_contiguous:
+        raise ValueError("the CUDA kernels take a C-contiguous uint8 CuPy array")
+    n_vox = int(image.size)
+    if n_vox == 0:
+        out = cp.zeros(image.shape, dtype)
+        return (out, 0, cp.empty(0, np.int64)) if want_first else (out, 0)
+    work = dtype if (dtype == np.uint64 or n_vox <= UINT32_MAX) else np.dtype(np.uint64)
+    run = _Run(image, work, connectivity, algorithm)
+    for _, step in run.steps():
+        step()
+    n = run.count()
+    labels = run.L
+    if work != dtype:
+        if n > UINT32_MAX:
+            raise LabelOverflowError(f"{n} labels do not fit in uint32; use uint64")
+        labels = labels.astype(dtype)
+    if want_first:
+        return labels, n, run.first(n)
+    return labels, n
+
+
+def _make(connectivity: int, algorithm: str):
+    def kernel(image, dtype):
+        return label_device(image, dtype, connectivity, algorithm)
+
+    kernel.__name__ = f"cuda_{algorithm}_{connectivity}"
+    return kernel
+
+
+for _ndim, _conn in ((2, 8), (3, 26)):
+    for _alg in BLOCK_ALGORITHMS + PIXEL_ALGORITHMS:
+        register("cuda", _ndim, _conn, _alg)(_make(_conn, _alg))
+for _ndim, _conn in ((2, 4), (3, 6), (3, 18)):
+    for _alg in PIXEL_ALGORITHMS:
+        register("cuda", _ndim, _conn, _alg)(_make(_conn, _alg))
+
+
+def foreground_device(block):
+    """Nonzero is foreground: a C-contiguous uint8 CuPy array of 0/1 (moves host arrays over)."""
+    import cupy as cp
+
+    a = cp.asarray(block)
+    if a.dtype == np.bool_:
+        return cp.ascontiguousarray(a).view(np.uint8)
+    if a.dtype == np.uint8:
+        return cp.ascontiguousarray(a)  # the kernels read any nonzero byte as foreground
+    return (a != 0).view(np.uint8)
+
+
+class CUDABackend:
+    """The ``cuda`` backend: labels stay on the GPU; everything handed back is numpy."""
+
+    name = "cuda"
+
+    def __init__(self):
+        self._last = None  # (labels, first) of the latest label() call
+
+    def label(self, block, connectivity, dtype, algorithm=None):
+        from tilelabel.kernels.registry import DEFAULTS
+
+        img = foreground_device(block)
+        if algorithm is None:
+            algorithm = DEFAULTS[("cuda", img.ndim, int(connectivity))]
+        labels, n, first = label_device(img, dtype, int(connectivity), algorithm, True)
+        self._last = (labels, first)
+        return labels, n
+
+    def first_indices(self, labels, n):
+        import cupy as cp
+
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        if self._last is not None and self._last[0] is labels and self._last[1].size == n:
+            return cp.asnumpy(self._last[1])
+        labels = cp.ascontiguousarray(cp.asarray(labels))
+        t = _TNAME.get(labels.dtype)
+        if t is None:
+            labels = labels.astype(np.uint64)
+            t = _TNAME[labels.dtype]
+        out = cp.full(n, np.iinfo(np.uint64).max, dtype=np.uint64)
+        grid = (min(_cdiv(labels.size, 256), 1 << 20),)
+        _fn(f"first_from_labels<{t}>")(grid, (256,), (labels, np.uint64(labels.size), out))
+        return cp.asnumpy(out).astype(np.int64)
+
+    def to_host(self, arr):
+        import cupy as cp
+
+        return cp.asnumpy(arr) if isinstance(arr, cp.ndarray) else np.asarray(arr)
+
+    def apply_lut(self, labels, lut):
+        import cupy as cp
+
+        lut_d = cp.asarray(np.ascontiguousarray(lut))
+        return cp.asnumpy(cp.take(lut_d, cp.asarray(labels)))
