@@ -6,7 +6,9 @@
 
 Every kernel follows the registry's contract: ``kernel(image, dtype) -> (labels, n)`` with labels
 numbered exactly as ``scipy.ndimage.label`` numbers them. The numba functions are compiled once
-per label dtype (and cached on disk); shapes and connectivities are runtime arguments.
+per label dtype (and cached on disk); shapes and connectivities are runtime arguments. Any nonzero
+uint8 counts as foreground (the contract asks for 0/1, but a stray value must not corrupt the
+forest).
 """
 
 from __future__ import annotations

@@ -93,47 +93,47 @@ def forward_offsets(shape: tuple[int, int, int], ndim: int) -> np.ndarray:
 @numba.njit(cache=True, nogil=True)
 def _mask3(img, o, sy, sz, hx, hy, hz):
     # The flags are constant along a block row, so these branches predict perfectly.
-    m = np.int64(img[o])
+    m = np.int64(img[o] != 0)
     if hx:
-        m |= np.int64(img[o + 1]) << 1
+        m |= np.int64(img[o + 1] != 0) << 1
     if hy:
-        m |= np.int64(img[o + sy]) << 2
+        m |= np.int64(img[o + sy] != 0) << 2
         if hx:
-            m |= np.int64(img[o + sy + 1]) << 3
+            m |= np.int64(img[o + sy + 1] != 0) << 3
     if hz:
-        m |= np.int64(img[o + sz]) << 4
+        m |= np.int64(img[o + sz] != 0) << 4
         if hx:
-            m |= np.int64(img[o + sz + 1]) << 5
+            m |= np.int64(img[o + sz + 1] != 0) << 5
         if hy:
-            m |= np.int64(img[o + sz + sy]) << 6
+            m |= np.int64(img[o + sz + sy] != 0) << 6
             if hx:
-                m |= np.int64(img[o + sz + sy + 1]) << 7
+                m |= np.int64(img[o + sz + sy + 1] != 0) << 7
     return m
 
 
 @numba.njit(cache=True, nogil=True)
 def _mask3_full(img, o, sy, sz):
     return (
-        np.int64(img[o])
-        | (np.int64(img[o + 1]) << 1)
-        | (np.int64(img[o + sy]) << 2)
-        | (np.int64(img[o + sy + 1]) << 3)
-        | (np.int64(img[o + sz]) << 4)
-        | (np.int64(img[o + sz + 1]) << 5)
-        | (np.int64(img[o + sz + sy]) << 6)
-        | (np.int64(img[o + sz + sy + 1]) << 7)
+        np.int64(img[o] != 0)
+        | (np.int64(img[o + 1] != 0) << 1)
+        | (np.int64(img[o + sy] != 0) << 2)
+        | (np.int64(img[o + sy + 1] != 0) << 3)
+        | (np.int64(img[o + sz] != 0) << 4)
+        | (np.int64(img[o + sz + 1] != 0) << 5)
+        | (np.int64(img[o + sz + sy] != 0) << 6)
+        | (np.int64(img[o + sz + sy + 1] != 0) << 7)
     )
 
 
 @numba.njit(cache=True, nogil=True)
 def _mask2(img, o, sy, hx, hy):
-    m = np.int64(img[o])
+    m = np.int64(img[o] != 0)
     if hx:
-        m |= np.int64(img[o + 1]) << 1
+        m |= np.int64(img[o + 1] != 0) << 1
     if hy:
-        m |= np.int64(img[o + sy]) << 2
+        m |= np.int64(img[o + sy] != 0) << 2
         if hx:
-            m |= np.int64(img[o + sy + 1]) << 3
+            m |= np.int64(img[o + sy + 1] != 0) << 3
     return m
 
 
@@ -470,8 +470,8 @@ def final_labeling(img, L, nz, ny, nx, ntrees):
                 for bx in range(npairs):
                     i = row[bx]
                     r = remap[i]
-                    a = img[v]
-                    b = img[v + 1]
+                    a = np.int64(img[v] != 0)
+                    b = np.int64(img[v + 1] != 0)
                     if r == 0 and (a | b):
                         r = nxt
                         remap[i] = nxt
@@ -482,7 +482,7 @@ def final_labeling(img, L, nz, ny, nx, ntrees):
                 if nx & 1:
                     i = row[npairs]
                     r = remap[i]
-                    a = img[v]
+                    a = np.int64(img[v] != 0)
                     if r == 0 and a:
                         r = nxt
                         remap[i] = nxt
