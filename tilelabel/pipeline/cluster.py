@@ -58,8 +58,15 @@ def connect(
         cluster = LocalCUDACluster(n_workers=workers)
     else:
         cluster = LocalCluster(
-            n_workers=workers or default_workers(), threads_per_worker=1, processes=True
+            n_workers=workers or default_workers(),
+            threads_per_worker=1,
+            processes=True,
+            silence_logs=max(logging.getLogger("distributed").getEffectiveLevel(), logging.INFO),
         )
     with cluster, Client(cluster) as c:
-        log.info("started a local dask cluster; dashboard at %s", c.dashboard_link)
+        log.info(
+            "local dask cluster of %d workers, dashboard at %s",
+            len(c.scheduler_info()["workers"]),
+            c.dashboard_link,
+        )
         yield c

@@ -1,32 +1,34 @@
 """Assembles the pipeline's task graph: summaries -> pairs -> resolve -> numbering -> LUT specs.
 
-The graph is built from ``dask.delayed`` pieces over any per-chunk block source, so the lazy API
-(dask array in) and the zarr runner (which executes it on a distributed cluster in phases) share
-every step.
+The graph is written as plain task dicts, a few layers per phase whatever the number of chunks
+(one ``dask.delayed`` call per chunk would add a layer per call and make building and culling the
+graph quadratic in the chunk count). The lazy API (dask array in) and the zarr runner (which runs
+it on a cluster in phases) share every step.
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
 
 from tilelabel.pipeline import merge, numbering
 from tilelabel.pipeline.local import label_block, summarize
 from tilelabel.pipeline.plan import ChunkPlan, forward_steps
 
-#: A block source gives, for a chunk index, either a Delayed numpy block or a picklable callable
-#: ``read(slices) -> numpy`` run inside the task (so that a store is read inside the task that
-#: needs the data, never held between phases).
-BlockSource = Callable[[tuple[int, ...]], Any]
+Key = tuple
 
 
 def materialize(block: Any, slices: tuple[slice, ...]) -> np.ndarray:
+    """A task argument that is either the block itself or a reader to call inside the task."""
     if isinstance(block, np.ndarray):
         return block
     return np.asarray(block(slices))
@@ -36,107 +38,164 @@ def _summarize(block, slices, *args):
     return summarize(materialize(block, slices), *args)
 
 
+def _pairs(borders, steps, neighbours, connectivity):
+    return merge.chunk_pairs(borders, list(zip(steps, neighbours, strict=True)), connectivity)
+
+
+def _keys_of(counts):
+    return counts.keys
+
+
+@dataclass
+class Source:
+    """Where chunk blocks come from.
+
+    ``block(idx)`` is what a task receives as its block argument: a key of ``graph`` (dask array
+    input) or a picklable reader called inside the task (zarr input, so that a store is read in
+    the task that needs the data and never held between phases).
+    """
+
+    block: Callable[[tuple[int, ...]], Any]
+    dependencies: list = None  # collections whose graphs hold the keys ``block`` returns
+    token: str = ""
+
+
 @dataclass
 class MergeGraph:
     plan: ChunkPlan
-    connectivity: int
-    backend: str
-    algorithm: str | None
-    #: per chunk index, a Delayed :class:`numbering.LutSpec`
-    specs: dict[tuple[int, ...], Delayed]
+    graph: HighLevelGraph
+    #: per chunk index, the keys of its (Borders, Counts) summary and of its LUT spec
+    summary_keys: dict[tuple[int, ...], tuple[Key, Key]]
+    spec_keys: dict[tuple[int, ...], Key]
     #: a 0-d dask array: the number of components
     count: da.Array
+    #: the graph layer that holds the specs (what a Delayed of any of them names)
+    layer: str
 
-
-Summaries = dict[tuple[int, ...], tuple[Delayed, Delayed]]
-
-
-def build_summaries(
-    source: BlockSource,
-    plan: ChunkPlan,
-    connectivity: int,
-    backend: str,
-    algorithm: str | None = None,
-) -> Summaries:
-    """Per chunk, Delayed (:class:`Borders`, :class:`Counts`) of its local labeling."""
-    out = {}
-    for idx in plan.indices():
-        open_faces = tuple((idx[a] > 0, idx[a] < plan.grid[a] - 1) for a in range(plan.ndim))
-        name = f"chunk {idx} at {plan.offset(idx)}"
-        out[idx] = tuple(
-            dask.delayed(_summarize, nout=2, pure=True)(
-                source(idx),
-                plan.slices(idx),
-                name,
-                plan.offset(idx),
-                plan.shape,
-                open_faces,
-                backend,
-                connectivity,
-                algorithm,
-            )
-        )
-    return out
+    def delayed(self, key: Key) -> Delayed:
+        """A Delayed for any key of the graph (a spec or a summary part), for computing it."""
+        return Delayed(key, self.graph, layer=self.layer)
 
 
 def build_merge_graph(
-    summaries: Summaries,
+    source: Source,
     plan: ChunkPlan,
     connectivity: int,
     backend: str,
     algorithm: str | None = None,
 ) -> MergeGraph:
-    """From chunk summaries to per-chunk LUT specs and the component count."""
+    """From chunk blocks to per-chunk LUT specs and the component count."""
+    token = source.token or uuid.uuid4().hex
     shape = plan.shape
     idxs = list(plan.indices())
-    borders = {idx: summaries[idx][0] for idx in idxs}
-    counts = {idx: summaries[idx][1] for idx in idxs}
-    steps = forward_steps(plan.ndim)
-    pairs = []
-    for idx in idxs:
-        nbs = [
-            (step, borders[nb]) for step in steps if (nb := plan.neighbour(idx, step)) is not None
-        ]
-        if nbs:
-            pairs.append(
-                dask.delayed(merge.chunk_pairs, pure=True)(borders[idx], nbs, connectivity)
-            )
-    keys = [counts[idx].keys for idx in idxs]
-    resolved = dask.delayed(merge.resolve, nout=len(idxs), pure=True)(pairs, *keys)
-    roots = dict(zip(idxs, resolved, strict=True))
 
-    blocks = np.empty(plan.grid, dtype=object)
+    def k(name: str, idx: tuple[int, ...] = ()) -> Key:
+        return (f"tilelabel-{name}-{token}", *idx)
+
+    dsk: dict[Key, Any] = {}
     for idx in idxs:
-        bs = plan.block_shape(idx)
-        d = dask.delayed(numbering.corrected_counts, pure=True)(
-            counts[idx], roots[idx], plan.offset(idx), shape, bs
+        open_faces = tuple((idx[a] > 0, idx[a] < plan.grid[a] - 1) for a in range(plan.ndim))
+        dsk[k("summary", idx)] = (
+            _summarize,
+            source.block(idx),
+            plan.slices(idx),
+            f"chunk {idx} at {plan.offset(idx)}",
+            plan.offset(idx),
+            shape,
+            open_faces,
+            backend,
+            connectivity,
+            algorithm,
         )
-        blocks[idx] = da.from_delayed(d, shape=bs[:-1] + (1,), dtype=np.int64)
-    row_counts = da.block(blocks.tolist())
-    offsets, total = numbering.raster_exclusive_prefix(row_counts)
-    offset_blocks = offsets.rechunk(row_counts.chunks).to_delayed()
+        dsk[k("borders", idx)] = (operator.getitem, k("summary", idx), 0)
+        dsk[k("counts", idx)] = (operator.getitem, k("summary", idx), 1)
+        dsk[k("keys", idx)] = (_keys_of, k("counts", idx))
 
-    finals = [
-        dask.delayed(numbering.border_finals, pure=True)(
-            counts[idx],
-            roots[idx],
-            offset_blocks[idx],
+    steps = forward_steps(plan.ndim)
+    pair_keys = []
+    for idx in idxs:
+        nbs = [(s, nb) for s in steps if (nb := plan.neighbour(idx, s)) is not None]
+        if nbs:
+            dsk[k("pairs", idx)] = (
+                _pairs,
+                k("borders", idx),
+                [s for s, _ in nbs],
+                [k("borders", nb) for _, nb in nbs],
+                connectivity,
+            )
+            pair_keys.append(k("pairs", idx))
+    dsk[k("resolve")] = (merge.resolve, pair_keys, *(k("keys", idx) for idx in idxs))
+    for i, idx in enumerate(idxs):
+        dsk[k("roots", idx)] = (operator.getitem, k("resolve"), i)
+
+    for idx in idxs:
+        dsk[k("rowcounts", idx)] = (
+            numbering.corrected_counts,
+            k("counts", idx),
+            k("roots", idx),
             plan.offset(idx),
             shape,
             plan.block_shape(idx),
         )
-        for idx in idxs
-    ]
-    dist = dask.delayed(numbering.distribute, nout=len(idxs), pure=True)(
-        finals, *(roots[idx] for idx in idxs)
-    )
-    specs = {
-        idx: dask.delayed(numbering.lut_spec, pure=True)(
-            counts[idx], roots[idx], offset_blocks[idx], d
+    # raster-order exclusive prefix of the row counts: level 1 groups the chunks of one chunk
+    # row (members along the last grid axis), level L groups level L-1's totals along grid axis
+    # ndim - L; level ndim's one total is the component count
+    d = plan.ndim
+    parts = {idx: k("rowcounts", idx) for idx in idxs}
+    for lev in range(1, d + 1):
+        axis = d - lev
+        groups = itertools.product(*(range(g) for g in plan.grid[:axis]))
+        totals = {}
+        for grp in groups:
+            members = [(*grp, m) for m in range(plan.grid[axis])]
+            dsk[k(f"level{lev}", grp)] = (numbering.concat_offsets, [parts[m] for m in members])
+            for i, m in enumerate(members):
+                dsk[k(f"offset{lev}", m)] = (
+                    operator.getitem,
+                    (operator.getitem, k(f"level{lev}", grp), 0),
+                    i,
+                )
+            totals[grp] = k(f"total{lev}", grp)
+            dsk[totals[grp]] = (operator.getitem, k(f"level{lev}", grp), 1)
+        parts = totals
+    count_name = k("count")[0]
+    dsk[(count_name,)] = (int, k(f"total{d}"))
+    for idx in idxs:
+        dsk[k("offsets", idx)] = (
+            numbering.assemble_offsets,
+            [k(f"offset{lev}", idx[: d - lev + 1]) for lev in range(1, d + 1)],
         )
-        for idx, d in zip(idxs, dist, strict=True)
-    }
-    return MergeGraph(plan, connectivity, backend, algorithm, specs, total)
+        dsk[k("finals", idx)] = (
+            numbering.border_finals,
+            k("counts", idx),
+            k("roots", idx),
+            k("offsets", idx),
+            plan.offset(idx),
+            shape,
+            plan.block_shape(idx),
+        )
+    dsk[k("distribute")] = (
+        numbering.distribute,
+        [k("finals", idx) for idx in idxs],
+        *(k("roots", idx) for idx in idxs),
+    )
+    for i, idx in enumerate(idxs):
+        dsk[k("spec", idx)] = (
+            numbering.lut_spec,
+            k("counts", idx),
+            k("roots", idx),
+            k("offsets", idx),
+            (operator.getitem, k("distribute"), i),
+        )
+    graph = HighLevelGraph.from_collections(count_name, dsk, dependencies=source.dependencies or [])
+    return MergeGraph(
+        plan,
+        graph,
+        {idx: (k("borders", idx), k("counts", idx)) for idx in idxs},
+        {idx: k("spec", idx) for idx in idxs},
+        da.Array(graph, count_name, (), dtype=np.int64),
+        count_name,
+    )
 
 
 def relabel(

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import dask.array as da
 import numpy as np
 
 from tilelabel.pipeline.local import Counts, key_rows
@@ -56,20 +55,32 @@ def corrected_counts(
     return rc.reshape(block_shape[:-1] + (1,))
 
 
-def raster_exclusive_prefix(counts: da.Array) -> tuple[da.Array, da.Array]:
-    """Exclusive prefix sum of ``counts`` in raster (C) order, and the total, lazily.
+def concat_offsets(parts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """One level of the raster-order prefix sum, for one group of chunks along one axis.
 
-    Nested exclusive cumsums from the last axis to the first: the offset of an element is the sum
-    over all earlier hyper-rows, plus the earlier rows of its own plane, and so on.
+    ``parts`` are the members' counts, in grid order along the axis; they share all leading
+    axes and are laid end to end along their last axis. Returns each member's exclusive prefix
+    along that axis and the group's totals (the last axis summed away), which are the parts of
+    the next level up.
     """
-    offsets = None
-    totals = counts
-    for axis in range(counts.ndim - 1, -1, -1):
-        excl = da.cumsum(totals, axis=axis) - totals
-        expand = (Ellipsis,) + (None,) * (counts.ndim - 1 - axis)
-        offsets = excl[expand] if offsets is None else offsets + excl[expand]
-        totals = totals.sum(axis=axis)
-    return offsets, totals
+    whole = np.concatenate(parts, axis=-1)
+    excl = np.cumsum(whole, axis=-1) - whole
+    bounds = np.cumsum([0] + [p.shape[-1] for p in parts])
+    return [excl[..., a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)], whole.sum(
+        axis=-1
+    )
+
+
+def assemble_offsets(levels: Sequence[np.ndarray]) -> np.ndarray:
+    """A chunk's row-segment offsets: the sum of its prefixes at every level, broadcast.
+
+    ``levels[0]`` has the chunk's row shape plus a unit axis; ``levels[L]`` (L >= 1) covers the
+    leading ``ndim - L`` axes and is broadcast over the rest.
+    """
+    out = levels[0][..., 0].copy()
+    for lev, arr in enumerate(levels[1:], start=1):
+        out += arr[(Ellipsis,) + (None,) * (lev - 1)]
+    return out
 
 
 def border_finals(

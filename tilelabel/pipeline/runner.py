@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import dask
 import numpy as np
 from distributed import Client, Future, as_completed, futures_of
 
@@ -27,7 +27,7 @@ from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import resolve_backend
 from tilelabel.pipeline import zarr_io
 from tilelabel.pipeline.cluster import connect
-from tilelabel.pipeline.graph import build_merge_graph, build_summaries, materialize, relabel
+from tilelabel.pipeline.graph import Source, build_merge_graph, materialize, relabel
 from tilelabel.pipeline.plan import DEFAULT_TARGET_VOXELS, plan_for_storage
 
 log = logging.getLogger("tilelabel")
@@ -153,20 +153,23 @@ def label_zarr(
     with connect(client, scheduler, workers, backend) as c:
         if backend == "cuda":
             _check_cuda_on_workers(c)
-        summaries = build_summaries(lambda idx: source, plan, conn, backend, algorithm)
-        flat = c.persist([d for pair in summaries.values() for d in pair])
-        persisted = {idx: (flat[2 * i], flat[2 * i + 1]) for i, idx in enumerate(summaries)}
-        # one bar step per chunk: the Borders half of each summary
-        _wait(futures_of([b for b, _ in persisted.values()]), "labeling", progress)
-        summaries = persisted
-        graph = build_merge_graph(summaries, plan, conn, backend, algorithm)
+        graph = build_merge_graph(Source(lambda idx: source), plan, conn, backend, algorithm)
         idxs = list(plan.indices())
+        # phase 1 on its own, so that its bar counts chunks; its results stay on the workers and
+        # phase 2's submission finds them there instead of recomputing them
+        summaries = c.persist(
+            [graph.delayed(key) for idx in idxs for key in graph.summary_keys[idx]],
+            optimize_graph=False,
+        )
+        _wait(futures_of(summaries[::2]), "labeling", progress)
         # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
-        # optimizing the two collections separately would rename those shared keys
+        # optimizing them as separate collections would rename those shared keys
         *spec_futures, count_future = c.compute(
-            [*(graph.specs[i] for i in idxs), graph.count], optimize_graph=False
+            [*(graph.delayed(graph.spec_keys[i]) for i in idxs), graph.count],
+            optimize_graph=False,
         )
         _wait([*spec_futures, count_future], "merging", progress)
+        del summaries
         count = int(count_future.result())
         out_dtype = label_dtype(count, dtype)
 
@@ -182,14 +185,21 @@ def label_zarr(
         }
         out = zarr_io.create_output(dst, src_arr, out_dtype, attrs, overwrite, storage_options)
         target = zarr_io.ZarrTarget(dst_url, storage_options)
-        writes = [
-            dask.delayed(_write_chunk, pure=False)(
-                source, plan.slices(idx), spec, target, backend, conn, algorithm, out_dtype
-            )
-            for idx, spec in zip(idxs, spec_futures, strict=True)
-        ]
+        n = len(idxs)
+        writes = c.map(
+            _write_chunk,
+            [source] * n,
+            [plan.slices(idx) for idx in idxs],
+            spec_futures,
+            [target] * n,
+            key=[f"tilelabel-write-{uuid.uuid4().hex}-{i}" for i in range(n)],
+            backend=backend,
+            connectivity=conn,
+            algorithm=algorithm,
+            dtype=out_dtype,
+        )
         try:
-            _wait(c.compute(writes), "writing", progress)
+            _wait(writes, "writing", progress)
         except BaseException:
             zarr_io.remove(dst, storage_options)
             raise
@@ -199,5 +209,5 @@ def label_zarr(
     result = Result(
         count, int(np.prod(shape)), time.perf_counter() - start, str(out_dtype), backend
     )
-    log.info("%s", result.summary())
+    log.debug("%s", result.summary())
     return result if return_result else count

@@ -1,0 +1,34 @@
+"""Shared fixtures: one real multi-process dask cluster for the whole session."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zarr
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A LocalCluster of two single-threaded worker processes (the CI machine has 2 cores)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def client(cluster):
+    from distributed import Client
+
+    with Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+def write_zarr(path, data: np.ndarray, chunks, zarr_format: int = 3, **kwargs) -> str:
+    """A real zarr array on disk holding ``data``; returns its path."""
+    arr = zarr.create_array(
+        str(path), shape=data.shape, chunks=chunks, dtype=data.dtype, zarr_format=zarr_format,
+        **kwargs,
+    )
+    arr[...] = data
+    return str(path)

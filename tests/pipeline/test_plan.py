@@ -1,0 +1,40 @@
+import pytest
+
+from tilelabel.pipeline.plan import ChunkPlan, forward_steps, plan_for_storage
+
+
+def test_forward_steps_cover_every_neighbour_once():
+    for ndim in (2, 3):
+        steps = forward_steps(ndim)
+        assert len(steps) == (3**ndim - 1) // 2
+        both = set(steps) | {tuple(-s for s in st) for st in steps}
+        assert len(both) == 3**ndim - 1
+
+
+def test_default_plan_groups_storage_chunks_near_cubic():
+    plan = plan_for_storage((1000, 1000, 1000), (64, 64, 64), target_voxels=256**3)
+    assert plan.max_block_shape() == (256, 256, 256)
+    assert plan.grid == (4, 4, 4)
+    assert all(sum(c) == 1000 for c in plan.chunks)
+
+
+def test_requested_chunks_must_be_multiples_of_storage():
+    plan = plan_for_storage((100, 70), (10, 10), chunks=(30, 20))
+    assert plan.chunks == ((30, 30, 30, 10), (20, 20, 20, 10))
+    with pytest.raises(ValueError, match="whole multiple of the storage chunk size 10; use e.g. 20"):
+        plan_for_storage((100, 70), (10, 10), chunks=(15, 20))
+
+
+def test_chunk_larger_than_axis_is_clipped():
+    plan = plan_for_storage((5, 7), (4, 4), chunks=(8, 64))
+    assert plan.chunks == ((5,), (7,))
+
+
+def test_plan_geometry():
+    plan = ChunkPlan((5, 7), ((2, 3), (4, 3)))
+    assert list(plan.indices()) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert plan.slices((1, 1)) == (slice(2, 5), slice(4, 7))
+    assert plan.neighbour((1, 1), (1, 0)) is None
+    assert plan.neighbour((0, 0), (1, 1)) == (1, 1)
+    with pytest.raises(ValueError):
+        ChunkPlan((5,), ((2, 2),))
