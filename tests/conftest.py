@@ -12,7 +12,9 @@ def cluster():
     """A LocalCluster of two single-threaded worker processes (the CI machine has 2 cores)."""
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as c:
         yield c
 
 
@@ -27,7 +29,11 @@ def client(cluster):
 def write_zarr(path, data: np.ndarray, chunks, zarr_format: int = 3, **kwargs) -> str:
     """A real zarr array on disk holding ``data``; returns its path."""
     arr = zarr.create_array(
-        str(path), shape=data.shape, chunks=chunks, dtype=data.dtype, zarr_format=zarr_format,
+        str(path),
+        shape=data.shape,
+        chunks=chunks,
+        dtype=data.dtype,
+        zarr_format=zarr_format,
         **kwargs,
     )
     arr[...] = data

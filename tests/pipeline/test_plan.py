@@ -21,7 +21,9 @@ def test_default_plan_groups_storage_chunks_near_cubic():
 def test_requested_chunks_must_be_multiples_of_storage():
     plan = plan_for_storage((100, 70), (10, 10), chunks=(30, 20))
     assert plan.chunks == ((30, 30, 30, 10), (20, 20, 20, 10))
-    with pytest.raises(ValueError, match="whole multiple of the storage chunk size 10; use e.g. 20"):
+    with pytest.raises(
+        ValueError, match="whole multiple of the storage chunk size 10; use e.g. 20"
+    ):
         plan_for_storage((100, 70), (10, 10), chunks=(15, 20))
 
 

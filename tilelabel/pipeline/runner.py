@@ -49,7 +49,7 @@ class Result:
         )
 
 
-def _wait(futures: Iterable[Future], desc: str, progress: bool) -> None:
+def _wait(client: Client, futures: Iterable[Future], desc: str, progress: bool) -> None:
     futures = list(futures)
     bar = None
     if progress:
@@ -57,7 +57,7 @@ def _wait(futures: Iterable[Future], desc: str, progress: bool) -> None:
 
         bar = tqdm(total=len(futures), desc=desc, unit="chunk", leave=True)
     try:
-        for fut in as_completed(futures):
+        for fut in as_completed(futures, loop=client.loop):
             fut.result()  # raises the task's exception here, with its traceback
             if bar is not None:
                 bar.update(1)
@@ -161,14 +161,14 @@ def label_zarr(
             [graph.delayed(key) for idx in idxs for key in graph.summary_keys[idx]],
             optimize_graph=False,
         )
-        _wait(futures_of(summaries[::2]), "labeling", progress)
+        _wait(c, futures_of(summaries[::2]), "labeling", progress)
         # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
         # optimizing them as separate collections would rename those shared keys
         *spec_futures, count_future = c.compute(
             [*(graph.delayed(graph.spec_keys[i]) for i in idxs), graph.count],
             optimize_graph=False,
         )
-        _wait([*spec_futures, count_future], "merging", progress)
+        _wait(c, [*spec_futures, count_future], "merging", progress)
         del summaries
         count = int(count_future.result())
         out_dtype = label_dtype(count, dtype)
@@ -199,7 +199,7 @@ def label_zarr(
             dtype=out_dtype,
         )
         try:
-            _wait(writes, "writing", progress)
+            _wait(c, writes, "writing", progress)
         except BaseException:
             zarr_io.remove(dst, storage_options)
             raise

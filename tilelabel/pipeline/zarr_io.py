@@ -39,6 +39,8 @@ def open_input(url: str, storage_options: dict | None = None) -> zarr.Array:
     try:
         node = zarr.open(target, mode="r", storage_options=storage_options)
     except FileNotFoundError as e:
+        if "://" not in target:  # the path exists (checked above) but holds no zarr metadata
+            raise ValueError(f"input {url} is not a zarr array (no zarr metadata there)") from e
         raise ValueError(f"input {url} does not exist") from e
     except Exception as e:
         raise ValueError(f"input {url} is not a zarr array ({type(e).__name__}: {e})") from e

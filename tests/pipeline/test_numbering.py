@@ -1,0 +1,37 @@
+import itertools
+
+import numpy as np
+
+from tilelabel.pipeline.numbering import assemble_offsets, concat_offsets
+
+
+def test_grouped_prefix_equals_flat_cumsum():
+    """Levels of grouped prefixes reproduce the raster-order exclusive cumsum of row segments."""
+    rng = np.random.default_rng(0)
+    zc, yc, xg = (3, 1, 4), (2, 5), 3  # chunk sizes along z, y; chunks along x
+    grid = (len(zc), len(yc), xg)
+    counts = {
+        idx: rng.integers(0, 5, size=(zc[idx[0]], yc[idx[1]], 1))
+        for idx in itertools.product(*(range(g) for g in grid))
+    }
+    # reference: the full (Z, Y, xg) array of row-segment counts, prefix-summed in raster order
+    full = np.block(
+        [[[counts[(i, j, k)] for k in range(xg)] for j in range(len(yc))] for i in range(len(zc))]
+    )
+    ref = (np.cumsum(full.reshape(-1)) - full.reshape(-1)).reshape(full.shape)
+    lvl1, tot1 = {}, {}
+    for i, j in itertools.product(range(len(zc)), range(len(yc))):
+        offs, tot1[(i, j)] = concat_offsets([counts[(i, j, k)] for k in range(xg)])
+        for k in range(xg):
+            lvl1[(i, j, k)] = offs[k]
+    lvl2, tot2 = {}, {}
+    for i in range(len(zc)):
+        offs, tot2[(i,)] = concat_offsets([tot1[(i, j)] for j in range(len(yc))])
+        for j in range(len(yc)):
+            lvl2[(i, j)] = offs[j]
+    offs3, total = concat_offsets([tot2[(i,)] for i in range(len(zc))])
+    assert total == full.sum()
+    for (i, j, k), o1 in lvl1.items():
+        got = assemble_offsets([o1, lvl2[(i, j)], offs3[i]])
+        z0, y0 = sum(zc[:i]), sum(yc[:j])
+        np.testing.assert_array_equal(got, ref[z0 : z0 + zc[i], y0 : y0 + yc[j], k])

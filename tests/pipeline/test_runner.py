@@ -1,0 +1,140 @@
+"""zarr to zarr on a real LocalCluster of worker processes, against scipy on the whole volume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zarr
+from scipy import ndimage
+
+import tilelabel
+from tests.cases import diagonal
+from tests.conftest import write_zarr
+from tilelabel import dtypes
+from tilelabel.connectivity import structure
+from tilelabel.synth import random_volume
+
+
+def expected(img, conn):
+    return ndimage.label(img, structure(img.ndim, conn))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize(
+    "shape, storage, chunks, conn",
+    [
+        ((40, 37, 29), (8, 9, 10), (16, 18, 20), 26),
+        ((40, 37, 29), (8, 9, 10), (8, 9, 10), 6),
+        ((33, 31, 27), (5, 5, 5), None, 18),
+        ((130, 97), (16, 16), (32, 48), 8),
+        ((130, 97), (16, 16), None, 4),
+    ],
+)
+def test_zarr_to_zarr_equals_scipy(tmp_path, client, zarr_format, shape, storage, chunks, conn):
+    img = random_volume(shape, 0.35, 1, seed=sum(shape))
+    src = write_zarr(tmp_path / "in.zarr", img, storage, zarr_format)
+    n = tilelabel.label_zarr(
+        src,
+        str(tmp_path / "out.zarr"),
+        connectivity=conn,
+        chunks=chunks,
+        backend="cpu",
+        client=client,
+    )
+    ref, rn = expected(img, conn)
+    out = zarr.open_array(str(tmp_path / "out.zarr"), mode="r")
+    assert n == rn
+    np.testing.assert_array_equal(out[...], ref)
+    assert out.dtype == np.uint32
+    assert out.chunks == tuple(storage)
+    assert out.metadata.zarr_format == zarr_format
+    meta = out.attrs["tilelabel"]
+    assert meta["complete"] is True and meta["components"] == rn and meta["connectivity"] == conn
+
+
+def test_many_workers_and_one_agree(tmp_path, client):
+    """The same result whatever the number of workers (here: the 2-process cluster and 1 thread)."""
+    from distributed import Client, LocalCluster
+
+    img = diagonal((24, 24, 24)) | random_volume((24, 24, 24), 0.3, 2, seed=9)
+    src = write_zarr(tmp_path / "in.zarr", img, (6, 6, 6))
+    tilelabel.label_zarr(src, str(tmp_path / "a.zarr"), chunks=(6, 12, 6), client=client)
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as lc,
+        Client(lc, set_as_default=False) as one,
+    ):
+        tilelabel.label_zarr(src, str(tmp_path / "b.zarr"), chunks=(12, 6, 24), client=one)
+    a = zarr.open_array(str(tmp_path / "a.zarr"))[...]
+    b = zarr.open_array(str(tmp_path / "b.zarr"))[...]
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, expected(img, 26)[0])
+
+
+def test_sharded_input_keeps_shards(tmp_path, client):
+    img = random_volume((32, 32, 32), 0.4, 1, seed=3)
+    src = write_zarr(tmp_path / "in.zarr", img, (4, 4, 4), shards=(16, 16, 16))
+    tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client)
+    out = zarr.open_array(str(tmp_path / "out.zarr"))
+    assert out.shards == (16, 16, 16)
+    np.testing.assert_array_equal(out[...], expected(img, 26)[0])
+
+
+def test_float_and_int_inputs(tmp_path, client):
+    rng = np.random.default_rng(1)
+    f = (rng.normal(size=(20, 21, 22)) * (rng.random((20, 21, 22)) < 0.3)).astype(np.float32)
+    src = write_zarr(tmp_path / "f.zarr", f, (10, 7, 11))
+    n = tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), connectivity=6, client=client)
+    ref, rn = expected(f != 0, 6)
+    assert n == rn
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], ref)
+
+
+def test_overwrite(tmp_path, client):
+    img = random_volume((16, 16), 0.5, 1, seed=0)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8))
+    dst = str(tmp_path / "out.zarr")
+    tilelabel.label_zarr(src, dst, client=client)
+    with pytest.raises(ValueError, match="already exists"):
+        tilelabel.label_zarr(src, dst, client=client)
+    tilelabel.label_zarr(src, dst, connectivity=4, overwrite=True, client=client)
+    np.testing.assert_array_equal(zarr.open_array(dst)[...], expected(img, 4)[0])
+
+
+def test_nan_fails_without_output(tmp_path, client):
+    f = np.zeros((16, 16, 16), np.float64)
+    f[15, 15, 15] = np.nan
+    src = write_zarr(tmp_path / "in.zarr", f, (8, 8, 8))
+    with pytest.raises(ValueError, match=r"NaN in chunk \(1, 1, 1\) at \(8, 8, 8\)"):
+        tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), chunks=(8, 8, 8), client=client)
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_uint32_overflow_refused_before_writing(tmp_path, client, monkeypatch):
+    """A forced uint32 that cannot hold the count is refused before the output exists.
+
+    Counts above 2^32 need volumes of >8.6e9 voxels, so the limit is lowered here; the decision
+    is taken on the client, where the patch applies.
+    """
+    img = random_volume((20, 20), 0.5, 1, seed=4)
+    n = expected(img, 4)[1]
+    monkeypatch.setattr(dtypes, "UINT32_MAX", n - 1)
+    src = write_zarr(tmp_path / "in.zarr", img, (10, 10))
+    with pytest.raises(dtypes.LabelOverflowError, match="do not fit in uint32"):
+        tilelabel.label_zarr(
+            src, str(tmp_path / "out.zarr"), connectivity=4, dtype="uint32", client=client
+        )
+    assert not (tmp_path / "out.zarr").exists()
+    # auto picks uint64 for the same count
+    tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), connectivity=4, client=client)
+    out = zarr.open_array(str(tmp_path / "out.zarr"))
+    assert out.dtype == np.uint64
+    np.testing.assert_array_equal(out[...], expected(img, 4)[0])
+
+
+def test_group_input_names_its_arrays(tmp_path):
+    g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    g.create_array("raw", shape=(4, 4), dtype="u1")
+    with pytest.raises(ValueError, match="is a zarr group, not an array.*raw"):
+        tilelabel.label_zarr(str(tmp_path / "g.zarr"), str(tmp_path / "out.zarr"))

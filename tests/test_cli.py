@@ -1,0 +1,191 @@
+"""The tilelabel command on real zarr stores on disk: results, summary line, every bad input."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import zarr
+from scipy import ndimage
+
+from tests.conftest import write_zarr
+from tilelabel import dtypes
+from tilelabel.cli import main
+from tilelabel.connectivity import structure
+from tilelabel.synth import random_volume
+
+
+@pytest.fixture
+def sched(cluster):
+    return cluster.scheduler_address
+
+
+def run(*args):
+    return main([str(a) for a in args])
+
+
+def test_synth_then_label(tmp_path, sched, capsys):
+    vol, out = tmp_path / "vol.zarr", tmp_path / "labels.zarr"
+    assert (
+        run(
+            "synth",
+            vol,
+            "--shape",
+            "40,36,30",
+            "--density",
+            "0.3",
+            "--granularity",
+            "2",
+            "--chunks",
+            "10,12,10",
+            "--seed",
+            "7",
+        )
+        == 0
+    )
+    img = zarr.open_array(str(vol))[...]
+    np.testing.assert_array_equal(img, random_volume((40, 36, 30), 0.3, 2, seed=7))
+    assert run("label", vol, out, "--chunks", "20,12,10", "--scheduler", sched, "-q") == 0
+    ref, n = ndimage.label(img, structure(3, 26))
+    np.testing.assert_array_equal(zarr.open_array(str(out))[...], ref)
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith(f"tilelabel: {n:,} components in 43,200 voxels")
+    assert "Mvoxel/s" in line
+
+
+def test_label_options(tmp_path, sched):
+    img = random_volume((50, 60), 0.45, 1, seed=2)
+    src = write_zarr(tmp_path / "in.zarr", img, (10, 20), zarr_format=2)
+    out = tmp_path / "out.zarr"
+    assert (
+        run(
+            "label",
+            src,
+            out,
+            "-c",
+            "1",
+            "--dtype",
+            "uint64",
+            "--backend",
+            "cpu",
+            "--scheduler",
+            sched,
+            "-q",
+        )
+        == 0
+    )
+    arr = zarr.open_array(str(out))
+    assert arr.dtype == np.uint64 and arr.metadata.zarr_format == 2
+    np.testing.assert_array_equal(arr[...], ndimage.label(img)[0])
+    assert (
+        run("label", src, out, "--overwrite", "--connectivity", "8", "--scheduler", sched, "-q")
+        == 0
+    )
+    np.testing.assert_array_equal(
+        zarr.open_array(str(out))[...], ndimage.label(img, np.ones((3, 3)))[0]
+    )
+
+
+def test_config_file_and_flag_override(tmp_path, sched):
+    img = random_volume((30, 30), 0.5, 1, seed=3)
+    src = write_zarr(tmp_path / "in.zarr", img, (10, 10))
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(
+        f"input: {src}\noutput: {tmp_path / 'out.zarr'}\nconnectivity: 4\n"
+        f"chunks: [10, 20]\nbackend: cpu\nscheduler: {sched}\n"
+    )
+    assert run("label", "--config", cfg, "-q") == 0
+    np.testing.assert_array_equal(
+        zarr.open_array(str(tmp_path / "out.zarr"))[...], ndimage.label(img)[0]
+    )
+    assert run("label", "--config", cfg, "--connectivity", "8", "--overwrite", "-q") == 0
+    np.testing.assert_array_equal(
+        zarr.open_array(str(tmp_path / "out.zarr"))[...], ndimage.label(img, np.ones((3, 3)))[0]
+    )
+
+
+def test_local_cluster_of_worker_processes(tmp_path):
+    """Without --scheduler the command starts (and stops) its own LocalCluster."""
+    img = random_volume((24, 24, 24), 0.3, 1, seed=5)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    assert (
+        run("label", src, tmp_path / "out.zarr", "--workers", "2", "--chunks", "8,8,8", "-q") == 0
+    )
+    np.testing.assert_array_equal(
+        zarr.open_array(str(tmp_path / "out.zarr"))[...], ndimage.label(img, np.ones((3, 3, 3)))[0]
+    )
+
+
+def test_console_script_help_and_version():
+    exe = [sys.executable, "-m", "tilelabel.cli"]
+    out = subprocess.run([*exe, "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("tilelabel ")
+    out = subprocess.run([*exe, "label", "--help"], capture_output=True, text=True, check=True)
+    assert "examples:" in out.stdout and "--connectivity" in out.stdout
+
+
+def _bad(tmp_path):
+    """Each bad input: (name, argv maker, expected message part)."""
+    good = write_zarr(tmp_path / "good.zarr", random_volume((8, 8, 8), 0.5, 1, 0), (4, 4, 4))
+    notzarr = tmp_path / "plain"
+    notzarr.mkdir()
+    (notzarr / "file.txt").write_text("hello")
+    one_d = write_zarr(tmp_path / "1d.zarr", np.ones(10, np.uint8), (5,))
+    four_d = write_zarr(tmp_path / "4d.zarr", np.ones((2, 2, 2, 2), np.uint8), (1, 2, 2, 2))
+    strings = zarr.create_array(str(tmp_path / "str.zarr"), shape=(3, 3), dtype=str)
+    zero = zarr.create_array(str(tmp_path / "zero.zarr"), shape=(0, 5), chunks=(1, 5), dtype="u1")
+    nan = np.zeros((8, 8), np.float32)
+    nan[7, 7] = np.nan
+    nanp = write_zarr(tmp_path / "nan.zarr", nan, (4, 4))
+    exists = tmp_path / "exists.zarr"
+    write_zarr(exists, np.zeros((2, 2), np.uint8), (2, 2))
+    out = tmp_path / "out.zarr"
+    return [
+        ("missing input", [tmp_path / "nope.zarr", out], "does not exist"),
+        ("not zarr", [notzarr, out], "not a zarr array"),
+        ("output exists", [good, exists], "already exists"),
+        ("output is input", [good, good], "is the input"),
+        ("1D", [one_d, out], "2D and 3D"),
+        ("4D", [four_d, out], "2D and 3D"),
+        ("strings", [strings.store_path.store.root, out], "not numeric"),
+        ("zero-size axis", [zero.store_path.store.root, out], "zero-size axis"),
+        ("NaN", [nanp, out, "--chunks", "4,4"], "NaN in chunk (1, 1)"),
+        ("connectivity", [good, out, "--connectivity", "8"], "not valid for a 3D array"),
+        ("cuda", [good, out, "--backend", "cuda"], "no usable GPU"),
+    ]
+
+
+def test_bad_inputs_fail_cleanly(tmp_path, sched, capsys):
+    from tilelabel.kernels.backends import cuda_available
+
+    for name, argv, message in _bad(tmp_path):
+        if name == "cuda" and cuda_available():
+            continue
+        code = run("label", *argv, "--scheduler", sched, "-q")
+        err = capsys.readouterr().err
+        assert code == 2, (name, err)
+        assert message in err, (name, err)
+        assert err.startswith("tilelabel: error:"), (name, err)
+        assert not (tmp_path / "out.zarr").exists(), name
+
+
+def test_uint32_overflow_refused(tmp_path, sched, capsys, monkeypatch):
+    # counts over 2^32 need > 8.6e9 voxels; lowering the limit exercises the same refusal
+    img = random_volume((12, 12), 0.5, 1, seed=1)
+    src = write_zarr(tmp_path / "in.zarr", img, (6, 6))
+    n = ndimage.label(img, np.ones((3, 3)))[1]
+    monkeypatch.setattr(dtypes, "UINT32_MAX", n - 1)
+    code = run("label", src, tmp_path / "out.zarr", "--dtype", "uint32", "--scheduler", sched, "-q")
+    assert code == 2
+    assert "do not fit in uint32" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "out.zarr")
+
+
+def test_missing_arguments(capsys):
+    assert run("label") == 2
+    assert "missing INPUT and OUTPUT" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run("synth", "x.zarr", "--shape", "10,0")
