@@ -165,7 +165,15 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes only (smoke test)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     ap.add_argument("--only", default="", help="comma list of size tags to run, e.g. 3d1024")
+    ap.add_argument("--profile", default="", help="ALG: label 1024^3 d=0.2 g=1 twice (for ncu)")
     args = ap.parse_args()
+    if args.profile:
+        img = volume((1024,) * 3, 0.2, 1)
+        for _ in range(2):
+            labels, n = gpu._make(26, args.profile)(img, np.uint32)
+        cp.cuda.Device().synchronize()
+        print("profiled", args.profile, n)
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 

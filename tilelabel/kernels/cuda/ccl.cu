@@ -114,14 +114,10 @@ __device__ __forceinline__ void bunion(T* L, T a, T b, const Geo<T>& g) {
     } while (!done);
 }
 
-// Union of X (rX: an ancestor of X, updated to X's root after a union) with the block whose
-// slot is ns.  A neighbour whose parent is already rX is in X's set: no union, one load.
+// The same, not inlined: called from unrolled loops over neighbours (keeps the code small).
 template <typename T, bool IS3D>
-__device__ __forceinline__ void link_nb(T* L, T& rX, u64 ns, const Geo<T>& g) {
-    T pn = L[ns];
-    if (pn == rX) return;
-    bunion<T, IS3D>(L, rX, pn, g);
-    rX = bfind<T, IS3D>(L, rX, g);
+__device__ __noinline__ void bunion_call(T* L, T a, T b, const Geo<T> g) {
+    bunion<T, IS3D>(L, a, b, g);
 }
 
 // Where a block keeps its information word.
@@ -147,212 +143,161 @@ __device__ __forceinline__ T first_off(u32 mask, const Geo<T>& g) {
 // ---------------------------------------------------------------------------------------------
 // Reading a block's neighbourhood.
 //
-// Cube bits: 3D bit (dz+1)*16 + (dy+1)*4 + (dx+1) for dz, dy, dx in -1..2 (2D: (dy+1)*4 + (dx+1)),
-// so bit order is raster order.  Only the voxels of the block itself and of its backward
-// neighbours (the 13 / 4 blocks before it in raster order) are read.
+// Each z-plane of the 4x4(x4) cube around a block is a 16-bit word, bit (dy+1)*4 + (dx+1) for
+// dy, dx in -1..2 (bit order = raster order).  Only the voxels of the block itself and of its
+// backward neighbours (the 13 / 4 blocks before it in raster order) are read.  The planes:
+//   Pm: plane z-1 (all 16 voxels; 3D only), V0 / V1: the visible voxels of the same-plane
+//   neighbours in planes z / z+1 (row y-1, and x-1 of rows y and y+1), m0 / m1: the block's own
+//   voxels in planes z / z+1 (bit a*2 + b for row y+a, column x+b).
+// A neighbour is connected when one of its voxels is foreground and within one step of a
+// foreground voxel of the block ("hit" = visible voxels & dilated block voxels).
 // ---------------------------------------------------------------------------------------------
 
-template <typename T>
-__device__ __forceinline__ u64 row_bits(const u8* __restrict__ img, u64 rowbase, T x, T W,
-                                        bool with_right) {
-    // bits 0..3 for x-1, x, x+1, x+2 (x+2 only if with_right)
-    u64 b = 0;
-    if (x > 0 && img[rowbase + x - 1]) b |= 1;
-    if (img[rowbase + x]) b |= 2;
-    if (x + 1 < W && img[rowbase + x + 1]) b |= 4;
-    if (with_right && x + 2 < W && img[rowbase + x + 2]) b |= 8;
-    return b;
-}
-
-template <typename T>
-__device__ __forceinline__ u64 row_bits_left(const u8* __restrict__ img, u64 rowbase, T x, T W) {
-    // only x-1 (bit 0)
-    return (x > 0 && img[rowbase + x - 1]) ? 1ull : 0ull;
-}
-
-// Mask of cube bits that belong to the backward neighbour at block offset (bz, by, bx).
-__device__ __forceinline__ u64 nb_bits3(int bz, int by, int bx) {
-    u64 m = 0;
-    for (int dz = -1; dz <= 2; dz++) {
-        int qz = dz < 0 ? -1 : (dz < 2 ? 0 : 1);
-        if (qz != bz) continue;
-        for (int dy = -1; dy <= 2; dy++) {
-            int qy = dy < 0 ? -1 : (dy < 2 ? 0 : 1);
-            if (qy != by) continue;
-            for (int dx = -1; dx <= 2; dx++) {
-                int qx = dx < 0 ? -1 : (dx < 2 ? 0 : 1);
-                if (qx != bx) continue;
-                m |= 1ull << ((dz + 1) * 16 + (dy + 1) * 4 + (dx + 1));
-            }
-        }
-    }
-    return m;
-}
-
-__device__ __forceinline__ u64 nb_bits2(int by, int bx) { return nb_bits3(0, by, bx) >> 16; }
-
-// Read what a block needs: its voxel mask, the cube image bits and the "neighbours of foreground
-// internal voxels" bitset.  Returns the voxel mask (0 for a background block).
-template <typename T, bool IS3D>
-__device__ __forceinline__ u32 read_block(const u8* __restrict__ img, T z, T y, T x,
-                                          const Geo<T>& g, u64& cube, u64& bs) {
-    cube = 0;
-    bs = 0;
-    u64 s = (u64)z * (u64)g.HW + (u64)y * (u64)g.W;  // row base of (z, y)
-    u32 mask = 0;
-    bool hy = y + 1 < g.H, hx = x + 1 < g.W;
-    if (img[s + x]) mask |= 1;
-    if (hx && img[s + x + 1]) mask |= 2;
-    if (hy && img[s + g.W + x]) mask |= 4;
-    if (hy && hx && img[s + g.W + x + 1]) mask |= 8;
-    if (IS3D && z + 1 < g.D) {
-        u64 s1 = s + g.HW;
-        if (img[s1 + x]) mask |= 16;
-        if (hx && img[s1 + x + 1]) mask |= 32;
-        if (hy && img[s1 + g.W + x]) mask |= 64;
-        if (hy && hx && img[s1 + g.W + x + 1]) mask |= 128;
-    }
-    if (!mask) return 0;
-    if (IS3D) {
-        const u64 base = 0x000007770777ull | (0x777ull << 32);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (mask & (1u << j)) bs |= base << ((j >> 2) * 16 + ((j >> 1) & 1) * 4 + (j & 1));
-        // plane z-1: 4 rows y-1..y+2, x-1..x+2
-        if (z > 0) {
-            u64 p = s - g.HW;
-            if (y > 0) cube |= row_bits<T>(img, p - g.W, x, g.W, true);
-            cube |= row_bits<T>(img, p, x, g.W, true) << 4;
-            if (hy) cube |= row_bits<T>(img, p + g.W, x, g.W, true) << 8;
-            if (y + 2 < g.H) cube |= row_bits<T>(img, p + 2 * (u64)g.W, x, g.W, true) << 12;
-        }
-        // planes z, z+1: row y-1 (x-1..x+2), rows y, y+1 (x-1 only; internal voxels from mask)
-#pragma unroll
-        for (int dz = 0; dz < 2; dz++) {
-            if (dz == 1 && !(z + 1 < g.D)) break;
-            u64 p = s + dz * (u64)g.HW;
-            int sh = (dz + 1) * 16;
-            if (y > 0) cube |= row_bits<T>(img, p - g.W, x, g.W, true) << sh;
-            cube |= row_bits_left<T>(img, p, x, g.W) << (sh + 4);
-            if (hy) cube |= row_bits_left<T>(img, p + g.W, x, g.W) << (sh + 8);
-        }
+// Voxels x-1, x, x+1 (and x+2 if RIGHT) of one row as bits 0..3; out-of-range voxels are 0.
+// ALIGNED (W even, image base even): 16-bit loads of the pairs (x-2, x-1), (x, x+1), (x+2, x+3).
+template <typename T, bool ALIGNED, bool RIGHT>
+__device__ __forceinline__ u32 row_bits(const u8* __restrict__ img, u64 rb, T x, T W) {
+    if (ALIGNED) {
+        const unsigned short* p = (const unsigned short*)(img + rb + x);
+        u32 a = x > 0 ? (u32)p[-1] : 0u;
+        u32 b = p[0];
+        u32 c = (RIGHT && x + 2 < W) ? (u32)p[1] : 0u;
+        return ((a >> 8) ? 1u : 0u) | ((b & 0xFF) ? 2u : 0u) | ((b >> 8) ? 4u : 0u) |
+               ((c & 0xFF) ? 8u : 0u);
     } else {
-        const u64 base = 0x777ull;
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            if (mask & (1u << j)) bs |= base << (((j >> 1) & 1) * 4 + (j & 1));
-        if (y > 0) cube |= row_bits<T>(img, s - g.W, x, g.W, true);
-        cube |= row_bits_left<T>(img, s, x, g.W) << 4;
-        if (hy) cube |= row_bits_left<T>(img, s + g.W, x, g.W) << 8;
+        u32 r = 0;
+        if (x > 0 && img[rb + x - 1]) r |= 1;
+        if (img[rb + x]) r |= 2;
+        if (x + 1 < W && img[rb + x + 1]) r |= 4;
+        if (RIGHT && x + 2 < W && img[rb + x + 2]) r |= 8;
+        return r;
     }
-    return mask;
 }
 
-#ifndef TL_EMU
-// Warp-cooperative reader for rows whose voxels pairs are 2-byte aligned (W even, image base
-// even): each lane loads its block's two voxels of a row with one 16-bit load and takes x-1 and
-// x+2 from its neighbour lanes; lanes 0 and 31 load those bytes themselves.  All 32 lanes of the
-// warp must call it (inactive lanes with active = false); lanes of a warp share (y, z).
-// Returns bits 0..3 = voxels x-1, x, x+1, x+2 of the row.
-template <typename T>
-__device__ __forceinline__ u32 row4_warp(const u8* __restrict__ img, bool valid, u64 rowbase, T x,
-                                         T W, bool active, u32 lane) {
-    u32 v = 0;
-    if (valid && active) v = *(const unsigned short*)(img + rowbase + x);
-    u32 left = __shfl_up_sync(0xffffffffu, v, 1) >> 8;
-    u32 right = __shfl_down_sync(0xffffffffu, v, 1) & 0xFF;
-    if (lane == 0) left = (valid && active && x > 0) ? img[rowbase + x - 1] : 0;
-    if (lane == 31) right = (valid && active && x + 2 < W) ? img[rowbase + x + 2] : 0;
-    return (left ? 1u : 0u) | ((v & 0xFF) ? 2u : 0u) | ((v >> 8) ? 4u : 0u) | (right ? 8u : 0u);
+// 3x3 dilation of a 2x2 block-plane mask, in the 4x4 plane layout.
+__device__ __forceinline__ u32 dilate(u32 m) {
+    u32 d = 0;
+    if (m & 1) d |= 0x777u;
+    if (m & 2) d |= 0x777u << 1;
+    if (m & 4) d |= 0x777u << 4;
+    if (m & 8) d |= 0x777u << 5;
+    return d;
 }
 
-template <typename T, bool IS3D>
-__device__ __forceinline__ u32 read_block_warp(const u8* __restrict__ img, T z, T y, T x,
-                                               const Geo<T>& g, bool active, u64& cube, u64& bs) {
-    u32 lane = threadIdx.x & 31;
-    cube = 0;
-    bs = 0;
+// Plane bits of the neighbour at in-plane block offset (dby, dbx).
+__device__ __forceinline__ constexpr u32 region(int dby, int dbx) {
+    return (dby < 0 ? 0x000Fu : (dby == 0 ? 0x0FF0u : 0xF000u)) &
+           (dbx < 0 ? 0x1111u : (dbx == 0 ? 0x6666u : 0x8888u));
+}
+
+// Read a block's neighbourhood.  Returns the voxel mask (bit dz*4 + dy*2 + dx; 0: background);
+// hprev / hsame: hit bits in plane z-1 / in planes z and z+1 (merged); cand: visible foreground
+// voxels of same-plane neighbours that come before the block's first voxel in raster order.
+template <typename T, bool IS3D, bool ALIGNED>
+__device__ __forceinline__ u32 read_nbhd(const u8* __restrict__ img, T z, T y, T x,
+                                         const Geo<T>& g, u32& hprev, u32& hsame, u32& cand) {
     u64 s = (u64)z * (u64)g.HW + (u64)y * (u64)g.W;
-    bool hy = y + 1 < g.H;
-    u32 mask = 0;
-    if (IS3D) {
-        bool hz = z + 1 < g.D;
-        if (z > 0) {
-            u64 p = s - g.HW;
-            cube |= (u64)row4_warp<T>(img, y > 0, p - g.W, x, g.W, active, lane);
-            cube |= (u64)row4_warp<T>(img, true, p, x, g.W, active, lane) << 4;
-            cube |= (u64)row4_warp<T>(img, hy, p + g.W, x, g.W, active, lane) << 8;
-            cube |= (u64)row4_warp<T>(img, y + 2 < g.H, p + 2 * (u64)g.W, x, g.W, active, lane)
-                    << 12;
-        }
-#pragma unroll
-        for (int dz = 0; dz < 2; dz++) {
-            bool vz = dz == 0 || hz;
-            u64 p = s + dz * (u64)g.HW;
-            int sh = (dz + 1) * 16;
-            cube |= (u64)row4_warp<T>(img, vz && y > 0, p - g.W, x, g.W, active, lane) << sh;
-            u32 r0 = row4_warp<T>(img, vz, p, x, g.W, active, lane);
-            u32 r1 = row4_warp<T>(img, vz && hy, p + g.W, x, g.W, active, lane);
-            cube |= (u64)(r0 & 1) << (sh + 4);
-            cube |= (u64)(r1 & 1) << (sh + 8);
-            mask |= (((r0 >> 1) & 3) | (((r1 >> 1) & 3) << 2)) << (4 * dz);
-        }
-    } else {
-        cube |= (u64)row4_warp<T>(img, y > 0, s - g.W, x, g.W, active, lane);
-        u32 r0 = row4_warp<T>(img, true, s, x, g.W, active, lane);
-        u32 r1 = row4_warp<T>(img, hy, s + g.W, x, g.W, active, lane);
-        cube |= (u64)(r0 & 1) << 4;
-        cube |= (u64)(r1 & 1) << 8;
-        mask = ((r0 >> 1) & 3) | (((r1 >> 1) & 3) << 2);
+    bool hy = y + 1 < g.H, hz = IS3D && z + 1 < g.D;
+    u32 r0 = row_bits<T, ALIGNED, false>(img, s, x, g.W);
+    u32 r1 = hy ? row_bits<T, ALIGNED, false>(img, s + g.W, x, g.W) : 0u;
+    u32 m0 = ((r0 >> 1) & 3) | (((r1 >> 1) & 3) << 2);
+    u32 q0 = 0, q1 = 0, m1 = 0;
+    if (hz) {
+        q0 = row_bits<T, ALIGNED, false>(img, s + g.HW, x, g.W);
+        q1 = hy ? row_bits<T, ALIGNED, false>(img, s + g.HW + g.W, x, g.W) : 0u;
+        m1 = ((q0 >> 1) & 3) | (((q1 >> 1) & 3) << 2);
     }
-    if (!active) mask = 0;
+    u32 mask = m0 | (m1 << 4);
+    hprev = hsame = cand = 0;
     if (!mask) return 0;
-    const u64 base = IS3D ? (0x000007770777ull | (0x777ull << 32)) : 0x777ull;
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        if (mask & (1u << j)) bs |= base << ((j >> 2) * 16 + ((j >> 1) & 1) * 4 + (j & 1));
+    u32 V0 = (y > 0 ? row_bits<T, ALIGNED, true>(img, s - g.W, x, g.W) : 0u) | ((r0 & 1) << 4) |
+             ((r1 & 1) << 8);
+    u32 V1 = 0;
+    if (hz)
+        V1 = (y > 0 ? row_bits<T, ALIGNED, true>(img, s + g.HW - g.W, x, g.W) : 0u) |
+             ((q0 & 1) << 4) | ((q1 & 1) << 8);
+    u32 R0 = dilate(m0), R1 = dilate(m1);
+    hsame = (V0 | V1) & (R0 | R1);
+    if (IS3D && z > 0 && m0) {
+        u64 p = s - g.HW;
+        u32 Pm = (y > 0 ? row_bits<T, ALIGNED, true>(img, p - g.W, x, g.W) : 0u) |
+                 (row_bits<T, ALIGNED, true>(img, p, x, g.W) << 4) |
+                 (hy ? row_bits<T, ALIGNED, true>(img, p + g.W, x, g.W) << 8 : 0u) |
+                 (y + 2 < g.H ? row_bits<T, ALIGNED, true>(img, p + 2 * (u64)g.W, x, g.W) << 12
+                              : 0u);
+        hprev = Pm & R0;
+    }
+    u32 j = __ffs(m0 ? m0 : m1) - 1;
+    u32 before = (1u << (((j >> 1) + 1) * 4 + (j & 1) + 1)) - 1u;
+    cand = m0 ? (V0 & before) : (V0 | (V1 & before));
     return mask;
 }
-#endif
 
-// Thread-to-block mapping for the warp reader: lanes past the last block column stay (inactive)
-// so that the whole warp takes part in the shuffles.
-#define FOR_BLOCKS_ALL(BD, BH, BW)                                                           \
-    T bx = (T)blockIdx.x * blockDim.x + threadIdx.x;                                         \
-    const bool active = bx < BW;                                                              \
-    for (T bz = (T)blockIdx.z * blockDim.z + threadIdx.z; bz < BD;                           \
-         bz += (T)gridDim.z * blockDim.z)                                                     \
-        for (T by = (T)blockIdx.y * blockDim.y + threadIdx.y; by < BH;                       \
-             by += (T)gridDim.y * blockDim.y)
+// Connected backward neighbours as bits k (3D: k = 0..8 in plane z-1 by (dby, dbx) in raster
+// order, 9..11 row y-1, 12 left; 2D: 0..2 row y-1, 3 left), the order of nb_offset().
+template <bool IS3D>
+__device__ __forceinline__ u32 conn_bits(u32 hprev, u32 hsame) {
+    u32 c = 0;
+    constexpr int kb = IS3D ? 9 : 0;
+    if (IS3D) {
+#pragma unroll
+        for (int k = 0; k < 9; k++)
+            if (hprev & region(k / 3 - 1, k % 3 - 1)) c |= 1u << k;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (hsame & region(k < 3 ? -1 : 0, k < 3 ? k - 1 : -1)) c |= 1u << (kb + k);
+    return c;
+}
 
-#ifdef TL_EMU
-#define READ_BLOCK(...) (active ? read_block<T, IS3D>(img, z, y, x, g, cube, bs) : 0u)
-#else
-#define READ_BLOCK(...)                                                                       \
-    (ALIGNED ? read_block_warp<T, IS3D>(img, z, y, x, g, active, cube, bs)                    \
-             : (active ? read_block<T, IS3D>(img, z, y, x, g, cube, bs) : 0u))
-#endif
-
-// Visit the backward neighbours in raster order: fn(k, bz, by, bx, nbits).
-#define NB3_LIST(X)                                                                           \
-    X(0, -1, -1, -1) X(1, -1, -1, 0) X(2, -1, -1, 1) X(3, -1, 0, -1) X(4, -1, 0, 0)           \
-    X(5, -1, 0, 1) X(6, -1, 1, -1) X(7, -1, 1, 0) X(8, -1, 1, 1) X(9, 0, -1, -1)              \
-    X(10, 0, -1, 0) X(11, 0, -1, 1) X(12, 0, 0, -1)
-#define NB2_LIST(X) X(0, 0, -1, -1) X(1, 0, -1, 0) X(2, 0, -1, 1) X(3, 0, 0, -1)
+// BKE's choice of parent: the first connected neighbour in plane z-1 (all its voxels come first),
+// else the first same-plane connected neighbour with a visible voxel before the block's first.
+template <bool IS3D>
+__device__ __forceinline__ int bke_parent(u32 conn, u32 cand) {
+    constexpr int kb = IS3D ? 9 : 0;
+    if (IS3D && (conn & 0x1FF)) return __ffs(conn & 0x1FF) - 1;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if ((conn >> (kb + k)) & 1)
+            if (cand & region(k < 3 ? -1 : 0, k < 3 ? k - 1 : -1)) return kb + k;
+    return -1;
+}
 
 template <bool IS3D>
 __device__ __forceinline__ i64 nb_offset(int k, i64 W, i64 HW) {
     // offset (in voxels) from a block's slot to the slot of backward neighbour k
     if (IS3D) {
         int bz = k < 9 ? -1 : 0;
-        int r = k < 9 ? k : k - 9;
-        int by = k < 9 ? r / 3 - 1 : (k < 12 ? -1 : 0);
-        int bx = k < 9 ? r % 3 - 1 : (k < 12 ? (k - 9) - 1 : -1);
+        int by = k < 9 ? k / 3 - 1 : (k < 12 ? -1 : 0);
+        int bx = k < 9 ? k % 3 - 1 : (k < 12 ? (k - 9) - 1 : -1);
         return 2 * (bz * HW + by * W + bx);
     } else {
         int by = k < 3 ? -1 : 0;
         int bx = k < 3 ? k - 1 : -1;
         return 2 * (by * W + bx);
+    }
+}
+
+// Unions of block X with the neighbours in conn.  rX is an ancestor of X (or X's id); the
+// neighbours' slot values are loaded first (independent loads), and a neighbour whose value is
+// rX, or a value already united with X by this thread, needs no union.
+template <typename T, bool IS3D>
+__device__ __forceinline__ void unite_neighbours(T* L, u64 s, T rX, u32 conn, const Geo<T>& g) {
+    constexpr int NK = IS3D ? 13 : 4;
+    T P[NK];
+#pragma unroll
+    for (int k = 0; k < NK; k++)
+        if ((conn >> k) & 1) P[k] = L[(u64)((i64)s + nb_offset<IS3D>(k, (i64)g.W, (i64)g.HW))];
+    T m1 = rX, m2 = rX, m3 = rX;
+#pragma unroll
+    for (int k = 0; k < NK; k++) {
+        if (!((conn >> k) & 1)) continue;
+        T pn = P[k];
+        if (pn == rX || pn == m1 || pn == m2 || pn == m3) continue;
+        bunion_call<T, IS3D>(L, rX, pn, g);
+        m3 = m2;
+        m2 = m1;
+        m1 = pn;
     }
 }
 
@@ -400,28 +345,15 @@ __global__ void buf_init(const u8* __restrict__ img, T* L, T* extra, GEO_PARAMS,
 template <typename T, bool IS3D, bool ALIGNED>
 __global__ void buf_merge(const u8* __restrict__ img, T* L, GEO_PARAMS, T BD, T BH, T BW) {
     GEO_MAKE
-    FOR_BLOCKS_ALL(BD, BH, BW) {
+    FOR_BLOCKS(BD, BH, BW) {
         T z = 2 * bz, y = 2 * by, x = 2 * bx;
-        u64 cube, bs;
-        u32 mask = READ_BLOCK();
+        u32 hprev, hsame, cand;
+        u32 mask = read_nbhd<T, IS3D, ALIGNED>(img, z, y, x, g, hprev, hsame, cand);
         if (!mask) continue;
+        u32 conn = conn_bits<IS3D>(hprev, hsame);
+        if (!conn) continue;
         u64 s = (u64)z * g.HW + (u64)y * g.W + x;
-        T id = (T)s + first_off<T, IS3D>(mask, g);
-        T rX = id;  // an ancestor of X: neighbours whose parent it is need no union
-        u64 hit = cube & bs;
-        if (IS3D) {
-#define BUF_NB3(k, bz_, by_, bx_)                                                        \
-    if (hit & nb_bits3(bz_, by_, bx_))                                                    \
-        link_nb<T, IS3D>(L, rX, (u64)((i64)s + nb_offset<IS3D>(k, (i64)g.W, (i64)g.HW)), g);
-            NB3_LIST(BUF_NB3)
-#undef BUF_NB3
-        } else {
-#define BUF_NB2(k, bz_, by_, bx_)                                                        \
-    if (hit & nb_bits2(by_, bx_))                                                         \
-        link_nb<T, IS3D>(L, rX, (u64)((i64)s + nb_offset<IS3D>(k, (i64)g.W, (i64)g.HW)), g);
-            NB2_LIST(BUF_NB2)
-#undef BUF_NB2
-        }
+        unite_neighbours<T, IS3D>(L, s, (T)s + first_off<T, IS3D>(mask, g), conn, g);
     }
 }
 
@@ -436,48 +368,20 @@ template <typename T, bool IS3D, bool ALIGNED>
 __global__ void bke_init(const u8* __restrict__ img, T* L, T* extra, GEO_PARAMS, T BD, T BH,
                          T BW) {
     GEO_MAKE
-    FOR_BLOCKS_ALL(BD, BH, BW) {
+    FOR_BLOCKS(BD, BH, BW) {
         T z = 2 * bz, y = 2 * by, x = 2 * bx;
-        u64 cube, bs;
-        u32 mask = READ_BLOCK();
-        if (!active) continue;
+        u32 hprev, hsame, cand;
+        u32 mask = read_nbhd<T, IS3D, ALIGNED>(img, z, y, x, g, hprev, hsame, cand);
         u64 s = (u64)z * g.HW + (u64)y * g.W + x;
         T* ip = info_ptr<T, IS3D>(L, extra, s, z, y, x, g);
         if (!mask) {
             *ip = 0;
             continue;
         }
-        u32 j = __ffs(mask) - 1;
-        // cube bit of the first voxel
-        u32 fbit = (IS3D ? ((j >> 2) + 1) * 16 : 0) + (((j >> 1) & 1) + 1) * 4 + (j & 1) + 1;
-        u64 before = (1ull << fbit) - 1;
+        u32 conn = conn_bits<IS3D>(hprev, hsame);
+        int parent = bke_parent<IS3D>(conn, cand);
         T id = (T)s + first_off<T, IS3D>(mask, g);
-        u64 hit = cube & bs;
-        u32 conn = 0;
-        int parent = -1;
-        if (IS3D) {
-#define BKE_NB3(k, bz_, by_, bx_)                                                        \
-    {                                                                                     \
-        u64 nb = nb_bits3(bz_, by_, bx_);                                                 \
-        if (hit & nb) {                                                                   \
-            if (parent < 0 && (cube & nb & before)) parent = k;                           \
-            else conn |= 1u << k;                                                         \
-        }                                                                                 \
-    }
-            NB3_LIST(BKE_NB3)
-#undef BKE_NB3
-        } else {
-#define BKE_NB2(k, bz_, by_, bx_)                                                        \
-    {                                                                                     \
-        u64 nb = nb_bits2(by_, bx_);                                                      \
-        if (hit & nb) {                                                                   \
-            if (parent < 0 && (cube & nb & before)) parent = k;                           \
-            else conn |= 1u << k;                                                         \
-        }                                                                                 \
-    }
-            NB2_LIST(BKE_NB2)
-#undef BKE_NB2
-        }
+        if (parent >= 0) conn &= ~(1u << parent);
         L[s] = parent < 0 ? id : (T)((i64)s + nb_offset<IS3D>(parent, (i64)g.W, (i64)g.HW));
         *ip = (T)(mask | (conn << 8));
     }
@@ -493,12 +397,8 @@ __global__ void bke_reduce(T* L, T* extra, GEO_PARAMS, T BD, T BH, T BW) {
         u32 info = (u32)*info_ptr<T, IS3D>(L, extra, s, z, y, x, g);
         u32 conn = info >> 8;
         if (!conn) continue;
-        T rX = L[s];  // after Compression: X's root, or an ancestor of it
-        while (conn) {
-            int k = __ffs(conn) - 1;
-            conn &= conn - 1;
-            link_nb<T, IS3D>(L, rX, (u64)((i64)s + nb_offset<IS3D>(k, (i64)g.W, (i64)g.HW)), g);
-        }
+        // after Compression L[s] is X's root, or an ancestor of it
+        unite_neighbours<T, IS3D>(L, s, L[s], conn, g);
     }
 }
 
