@@ -53,9 +53,20 @@ def connect(
         yield active
         return
     if backend == "cuda":
-        from dask_cuda import LocalCUDACluster
-
-        cluster = LocalCUDACluster(n_workers=workers)
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError as e:
+            raise RuntimeError(
+                "backend 'cuda' starts a dask_cuda.LocalCUDACluster, but dask-cuda is not "
+                "installed: pip install 'tilelabel[gpu]' (or pass --scheduler ADDRESS)"
+            ) from e
+        # one worker per GPU in CUDA_VISIBLE_DEVICES (dask-cuda reads it); two threads per
+        # worker, so that one chunk's zarr decoding and encoding overlap another's GPU work
+        cluster = LocalCUDACluster(
+            n_workers=workers,
+            threads_per_worker=2,
+            silence_logs=max(logging.getLogger("distributed").getEffectiveLevel(), logging.INFO),
+        )
     else:
         cluster = LocalCluster(
             n_workers=workers or default_workers(),
