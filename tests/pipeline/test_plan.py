@@ -40,3 +40,12 @@ def test_plan_geometry():
     assert plan.neighbour((0, 0), (1, 1)) == (1, 1)
     with pytest.raises(ValueError):
         ChunkPlan((5,), ((2, 2),))
+
+
+def test_shrink_to_fit_keeps_storage_multiples():
+    from tilelabel.pipeline.plan import shrink_to_fit
+
+    fit = shrink_to_fit((1024, 1024, 1024), (64, 64, 64), 0.3)
+    assert all(f % 64 == 0 for f in fit)
+    assert fit[0] * fit[1] * fit[2] <= 0.3 * 1024**3
+    assert shrink_to_fit((1024, 1024, 1024), (128, 128, 128), 0.001) == (128, 128, 128)

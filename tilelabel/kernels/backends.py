@@ -33,6 +33,13 @@ class Backend(Protocol):
 
     def apply_lut(self, labels: Any, lut: np.ndarray) -> np.ndarray: ...
 
+    def label_stats(
+        self, labels: Any, n: int, offset: tuple[int, ...], intensity: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        """Per-label statistics of labels 1..n in one pass, as host arrays (see
+        :func:`tilelabel.kernels.cpu_stats.label_stats` for the fields)."""
+        ...
+
 
 def foreground(block: np.ndarray) -> np.ndarray:
     """Nonzero is foreground; the kernels take C-contiguous 0/1 uint8."""
@@ -60,6 +67,24 @@ class CPUBackend:
         from tilelabel.kernels.cpu_ops import apply_lut
 
         return apply_lut(labels, lut)
+
+    def label_stats(self, labels, n, offset, intensity=None):
+        from tilelabel.kernels.cpu_stats import label_stats
+
+        return label_stats(labels, n, offset, intensity)
+
+
+def chunk_memory(backend: str, block_shape: tuple[int, ...], label_dtype) -> tuple[int, int]:
+    """(bytes one chunk of ``block_shape`` needs on the backend's device, bytes free there now).
+
+    Run on a worker (``client.run``) to check a plan against the GPU that worker owns; the CPU
+    backend reports no limit here (host memory is the dask worker's memory limit's business).
+    """
+    if backend != "cuda":
+        return 0, 1 << 62
+    from tilelabel.kernels.gpu import device_memory
+
+    return device_memory(tuple(block_shape), np.dtype(label_dtype))
 
 
 def cuda_available() -> bool:

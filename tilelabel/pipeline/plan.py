@@ -136,3 +136,17 @@ def forward_steps(ndim: int) -> list[tuple[int, ...]]:
 
 def dtype_bytes(dtype) -> int:
     return np.dtype(dtype).itemsize
+
+
+def shrink_to_fit(
+    block: tuple[int, ...], storage: tuple[int, ...], ratio: float
+) -> tuple[int, ...]:
+    """A chunk shape, whole multiples of ``storage``, holding at most ``ratio`` of ``block``'s
+    voxels: every axis scaled by ratio^(1/ndim), the largest first where rounding leaves room."""
+    scale = ratio ** (1.0 / len(block))
+    out = [max(s, int(b * scale) // s * s) for b, s in zip(block, storage, strict=True)]
+    limit = ratio * math.prod(block)
+    while math.prod(out) > limit and any(o > s for o, s in zip(out, storage, strict=True)):
+        axis = max(range(len(out)), key=lambda a: out[a] if out[a] > storage[a] else -1)
+        out[axis] -= storage[axis]
+    return tuple(out)

@@ -28,7 +28,8 @@ from tilelabel.kernels.backends import resolve_backend
 from tilelabel.pipeline import zarr_io
 from tilelabel.pipeline.cluster import connect
 from tilelabel.pipeline.graph import Source, build_merge_graph, materialize, relabel
-from tilelabel.pipeline.plan import DEFAULT_TARGET_VOXELS, plan_for_storage
+from tilelabel.pipeline.local import local_dtype
+from tilelabel.pipeline.plan import DEFAULT_TARGET_VOXELS, plan_for_storage, shrink_to_fit
 
 log = logging.getLogger("tilelabel")
 
@@ -72,14 +73,26 @@ def _write_chunk(source, slices, spec, target, backend, connectivity, algorithm,
     )
 
 
-def _check_cuda_on_workers(client: Client) -> None:
-    from tilelabel.kernels.backends import BackendUnavailable, cuda_available
+def _check_cuda_on_workers(client: Client, plan, storage, label_dtype) -> None:
+    """Every worker has a usable GPU with room for the largest chunk, or a clear error."""
+    from tilelabel.kernels.backends import BackendUnavailable, chunk_memory, cuda_available
 
     usable = client.run(cuda_available)
     if not usable or not all(usable.values()):
         raise BackendUnavailable(
             "backend 'cuda' was requested but the cluster's workers have no usable GPU "
             f"(per worker: {usable})"
+        )
+    block = plan.max_block_shape()
+    need_free = client.run(chunk_memory, "cuda", block, label_dtype)
+    need = max(n for n, _ in need_free.values())
+    free = min(f for _, f in need_free.values())
+    if need > free:
+        fit = shrink_to_fit(block, storage, free / need * 0.9)
+        raise ValueError(
+            f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory but a "
+            f"worker's GPU has {free / 2**30:.1f} GiB free; use --chunks {','.join(map(str, fit))}"
+            " or smaller"
         )
 
 
@@ -97,6 +110,7 @@ def label_zarr(
     client: Client | None = None,
     scheduler: str | None = None,
     workers: int | None = None,
+    cluster: dict[str, Any] | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
     return_result: bool = False,
@@ -123,6 +137,10 @@ def label_zarr(
     client, scheduler, workers
         Run on this client, or connect to this scheduler address, or else use the active client
         or start a local cluster of ``workers`` workers for the run.
+    cluster
+        A run config's ``cluster:`` section (``kind: local | local-cuda | scheduler | slurm``
+        and its options; see :mod:`tilelabel.config`), used when ``client`` and ``scheduler``
+        are not given.
     progress
         Show a progress bar per phase.
     """
@@ -131,15 +149,15 @@ def label_zarr(
     shape = tuple(src_arr.shape)
     conn = conn_mod.normalize(len(shape), connectivity, structure)
     backend = resolve_backend(backend)
-    if backend == "cuda" and client is None and scheduler is None:
+    remote = cluster is not None and cluster["kind"] in ("scheduler", "slurm")
+    if backend == "cuda" and client is None and scheduler is None and not remote:
         from tilelabel.kernels.backends import get_backend
 
         get_backend("cuda")  # a clear error before a cluster starts
     label_dtype(0, dtype)  # validates the dtype name early
     zarr_io.check_output(dst, src, overwrite)
-    plan = plan_for_storage(
-        shape, zarr_io.storage_chunks(src_arr), chunks, DEFAULT_TARGET_VOXELS[backend]
-    )
+    storage = zarr_io.storage_chunks(src_arr)
+    plan = plan_for_storage(shape, storage, chunks, DEFAULT_TARGET_VOXELS[backend])
     src_url, dst_url = zarr_io.normalize_url(src), zarr_io.normalize_url(dst)
     source = zarr_io.ZarrSource(src_url, storage_options)
     log.info(
@@ -150,9 +168,9 @@ def label_zarr(
         plan.max_block_shape(),
     )
 
-    with connect(client, scheduler, workers, backend) as c:
+    with connect(client, scheduler, workers, backend, cluster=cluster) as c:
         if backend == "cuda":
-            _check_cuda_on_workers(c)
+            _check_cuda_on_workers(c, plan, storage, local_dtype(plan.max_block_shape(), conn))
         graph = build_merge_graph(Source(lambda idx: source), plan, conn, backend, algorithm)
         idxs = list(plan.indices())
         # phase 1 on its own, so that its bar counts chunks; its results stay on the workers and
