@@ -53,3 +53,48 @@ def test_missing_file(tmp_path):
 def test_shipped_configs_are_valid():
     for path in CONFIGS.glob("*.yaml"):
         assert config.load(path)["input"], path
+
+
+def test_cluster_sections(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text(
+        "cluster:\n  kind: slurm\n  queue: gpu\n  walltime: '01:00:00'\n  gpus: 2\n  scale: 3\n"
+        "  job-extra-directives: --constraint=a100\n"
+    )
+    assert config.load(p)["cluster"] == {
+        "kind": "slurm",
+        "queue": "gpu",
+        "walltime": "01:00:00",
+        "gpus": 2,
+        "scale": 3,
+        "job_extra_directives": ["--constraint=a100"],
+    }
+    p.write_text("cluster: {kind: local, workers: 3}\nchannel: 1\ntimepoint: 0\n")
+    assert config.load(p) == {
+        "cluster": {"kind": "local", "workers": 3},
+        "channel": 1,
+        "timepoint": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("cluster: {kind: pbs}\n", "bad value 'pbs' for 'cluster.kind': expected one of local, "),
+        ("cluster: {queue: gpu}\n", "bad value None for 'cluster.kind'"),
+        ("cluster: slurm\n", "'cluster' must be a mapping with a 'kind'"),
+        ("cluster: {kind: slurm, gpu: 2}\n", "unknown key 'cluster.gpu' for kind slurm; allowed"),
+        ("cluster: {kind: slurm, gpus: -1}\n", "'cluster.gpus': expected an integer >= 0"),
+        ("cluster: {kind: slurm, scale: 0}\n", "'cluster.scale': expected a positive integer"),
+        ("cluster: {kind: local, queue: a}\n", "allowed keys: kind, workers"),
+        ("cluster: {kind: scheduler}\n", "missing 'cluster.address'"),
+        ("cluster: {kind: local}\nscheduler: tcp://a:1\n", "either 'scheduler' or 'cluster'"),
+        ("channel: -1\n", "'channel': expected an integer >= 0"),
+        ("storage_options: 3\n", "'storage_options': expected a mapping"),
+    ],
+)
+def test_bad_cluster_sections_name_the_key(tmp_path, text, message):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    with pytest.raises(config.ConfigError, match=message.replace("(", r"\(")):
+        config.load(p)

@@ -17,6 +17,7 @@ examples:
   tilelabel label in.zarr out.zarr --backend cuda --dtype uint64 --overwrite
   tilelabel label in.zarr out.zarr --scheduler tcp://10.0.0.5:8786
   tilelabel label --config configs/local-cpu.yaml --overwrite
+  tilelabel label --config configs/slurm-gpu.yaml in.zarr out.zarr   # flags override the file
 """
 
 #: exit status for input the user can fix (bad arguments, bad data, refused output)
@@ -147,6 +148,8 @@ def _label(args: argparse.Namespace) -> int:
         value = getattr(args, key)
         if value is not None:
             opts[key] = value
+    if args.scheduler is not None:  # --scheduler replaces the config's cluster section
+        opts.pop("cluster", None)
     missing = [k.upper() for k in ("input", "output") if not opts.get(k)]
     if missing:
         raise ValueError(f"missing {' and '.join(missing)} (give them as arguments or in --config)")

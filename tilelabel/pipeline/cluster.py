@@ -24,6 +24,7 @@ def connect(
     scheduler: str | None = None,
     workers: int | None = None,
     backend: str = "cpu",
+    cluster: dict | None = None,
 ) -> Iterator[Client]:
     """Yield a client; clusters started here are closed on exit, others are left running.
 
@@ -32,10 +33,29 @@ def connect(
     worker per visible GPU for the ``cuda`` backend, else a ``LocalCluster`` of single-threaded
     worker processes (the kernels are sequential per chunk; processes avoid the GIL in the
     pipeline's numpy glue).
+
+    ``cluster`` is a run config's ``cluster:`` section (see :data:`tilelabel.config.CLUSTER_KINDS`);
+    it comes after ``client`` and ``scheduler`` and before the active client: ``scheduler``
+    connects to ``address``; ``local`` and ``local-cuda`` start the local clusters below (with
+    ``workers`` unless the argument is given); ``slurm`` submits dask-jobqueue jobs.
     """
     if client is not None:
         yield client
         return
+    local_kind = None
+    if cluster is not None and scheduler is None:
+        kind = cluster["kind"]
+        if kind == "scheduler":
+            scheduler = cluster["address"]
+        elif kind == "slurm":
+            from tilelabel.pipeline.jobqueue import connect_slurm
+
+            with connect_slurm(cluster) as c:
+                yield c
+            return
+        else:
+            local_kind, backend = kind, "cuda" if kind == "local-cuda" else "cpu"
+            workers = workers or cluster.get("workers")
     if scheduler is not None:
         kwargs = (
             {"scheduler_file": scheduler} if scheduler.endswith(".json") else {"address": scheduler}
@@ -46,7 +66,7 @@ def connect(
     from distributed import default_client
 
     try:
-        active = default_client()
+        active = None if local_kind else default_client()
     except ValueError:
         active = None
     if active is not None:
