@@ -268,9 +268,9 @@ def _check(image, connectivity: int, algorithm: str):
 def label_device(image, dtype, connectivity: int, algorithm: str, want_first: bool = False):
     """Label a C-contiguous uint8 CuPy array (nonzero is foreground): ``(labels, n[, first])``.
 
-    ``dtype`` uint32 or uint64. Above 2^32 - 1 voxels, indices need 64 bits: a uint32 result is
-    then computed in uint64 and narrowed (an allocation the papers never need, for sizes they never
-    meet).
+    ``dtype`` uint32 or uint64. Above 2^31 - 1 voxels (block algorithms) or 2^32 - 1 voxels (pixel
+    algorithms) the forest needs 64-bit entries: a uint32 result is then computed in uint64 and
+    narrowed (an allocation the papers never need, for sizes they never meet).
     """
     import cupy as cp
 
@@ -284,7 +284,10 @@ def label_device(image, dtype, connectivity: int, algorithm: str, want_first: bo
     if n_vox == 0:
         out = cp.zeros(image.shape, dtype)
         return (out, 0, cp.empty(0, np.int64)) if want_first else (out, 0)
-    work = dtype if (dtype == np.uint64 or n_vox <= UINT32_MAX) else np.dtype(np.uint64)
+    # 32-bit work needs every index below the tag bit of the block forest (2^31) for the block
+    # algorithms, below the background sentinel (2^32 - 1) for the pixel ones
+    limit = 2**31 - 1 if algorithm in BLOCK_ALGORITHMS else UINT32_MAX
+    work = dtype if (dtype == np.uint64 or n_vox <= limit) else np.dtype(np.uint64)
     run = _Run(image, work, connectivity, algorithm)
     for _, step in run.steps():
         step()
@@ -372,3 +375,22 @@ class CUDABackend:
 
         lut_d = cp.asarray(np.ascontiguousarray(lut))
         return cp.asnumpy(cp.take(lut_d, cp.asarray(labels)))
+
+
+def device_memory(block_shape: tuple[int, ...], dtype, connectivity: int) -> tuple[int, int]:
+    """(bytes labeling and relabeling one chunk of ``block_shape`` can take on this GPU, bytes
+    free on it now, counting CuPy's pooled free blocks).
+
+    Peak: the input (and its 0/1 copy), the labels, the relabeled output, the scan words, and
+    per possible label its first-voxel index and LUT entry; a quarter more for pool slack.
+    """
+    import cupy as cp
+
+    from tilelabel.connectivity import max_components
+
+    voxels = int(np.prod(block_shape, dtype=np.int64))
+    item = np.dtype(dtype).itemsize
+    labels = max_components(tuple(block_shape), int(connectivity))
+    need = voxels * (2 + 2 * item) + voxels // 32 * (4 + item) + labels * (8 + item)
+    free, _ = cp.cuda.Device().mem_info
+    return int(need * 1.25), int(free + cp.get_default_memory_pool().free_bytes())

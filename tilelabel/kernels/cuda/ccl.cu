@@ -9,13 +9,15 @@
 // itself, one node per 2x2 (2D) or 2x2x2 (3D) block, stored at the block's top-left voxel (its
 // "slot").  A node's *id* is the raster index of the block's first foreground voxel, not the index
 // of its slot: union by smaller id then makes the root of every tree the block that holds the
-// component's first voxel, so after the last compression every slot holds the component's scipy
-// key (raster index of its first voxel).  Values stored in a slot are either the node's own id
-// (roots) or a pointer, which is any voxel of the parent block (slot_of() recovers the block from
-// any of its voxels).  The block's information word (BKE: voxel mask | union bits << 8; BUF: voxel
-// mask) is stored in the block's top-right voxel as in the paper, or the bottom-left / front one
-// when the block has no top-right voxel; only the single-voxel block (the far corner when every
-// axis has odd size) needs the one-element `extra` buffer (the paper's degenerate case).
+// component's first voxel, so the root's id is the component's scipy key (raster index of its
+// first voxel).  A slot holds a pointer (the slot of an ancestor, so Find needs no index
+// arithmetic) or, for a root, its id with the top bit set as a tag (so 32-bit forests serve up to
+// 2^31 - 1 voxels; larger uint32 requests are computed in uint64 and narrowed).  The last
+// Compression leaves every block with its root's tagged id.  The block's information word (BKE:
+// voxel mask | union bits << 8; BUF: voxel mask) is stored in the block's top-right voxel as in
+// the paper, or the bottom-left / front one when the block has no top-right voxel; only the
+// single-voxel block (the far corner when every axis has odd size) needs the one-element `extra`
+// buffer (the paper's degenerate case).
 //
 // Renumbering: roots set one bit at their id in a bitmap over voxels; an exclusive scan of the
 // words' popcounts gives, for any key k, rank(k) = prefix[k/32] + popc(bits below k in its word),
@@ -86,38 +88,44 @@ __device__ __forceinline__ T slot_of(T v, const Geo<T>& g) {
     }
 }
 
-template <typename T, bool IS3D>
-__device__ __forceinline__ T bfind(const T* L, T a, const Geo<T>& g) {
+// Block forest: a slot holds either a pointer (the slot of an ancestor block) or, for a root, its
+// id with the tag bit set.  Find follows pointers with no index arithmetic.
+template <typename T>
+__device__ __forceinline__ constexpr T tag_bit() {
+    return (T)1 << (sizeof(T) * 8 - 1);
+}
+
+// Root slot of the tree holding slot a; f receives the root's id.
+template <typename T>
+__device__ __forceinline__ T bfind(const T* L, T a, T& f) {
     T p;
-    while ((p = L[(u64)slot_of<T, IS3D>(a, g)]) != a) a = p;
+    while (!((p = L[(u64)a]) & tag_bit<T>())) a = p;
+    f = p & ~tag_bit<T>();
     return a;
 }
 
-// Oliveira & Lotufo's atomic union (Alg. 1 of the TPDS paper), on block nodes.
-template <typename T, bool IS3D>
-__device__ __forceinline__ void bunion(T* L, T a, T b, const Geo<T>& g) {
-    bool done;
-    do {
-        a = bfind<T, IS3D>(L, a, g);
-        b = bfind<T, IS3D>(L, b, g);
-        if (a < b) {
-            T old = amin<T>(&L[(u64)slot_of<T, IS3D>(b, g)], a);
-            done = (old == b);
-            b = old;
-        } else if (b < a) {
-            T old = amin<T>(&L[(u64)slot_of<T, IS3D>(a, g)], b);
-            done = (old == a);
-            a = old;
+// Union by smaller id with compare-and-swap on the root's tagged id (a root is linked only while
+// it is still a root, so every link goes from a larger id to a smaller one: no cycles).
+template <typename T>
+__device__ __forceinline__ void bunion(T* L, T a, T b) {
+    const T TAG = tag_bit<T>();
+    while (true) {
+        T fa, fb;
+        a = bfind<T>(L, a, fa);
+        b = bfind<T>(L, b, fb);
+        if (a == b) return;
+        if (fa < fb) {
+            if (atomicCAS(&L[(u64)b], fb | TAG, a) == (fb | TAG)) return;
         } else {
-            done = true;
+            if (atomicCAS(&L[(u64)a], fa | TAG, b) == (fa | TAG)) return;
         }
-    } while (!done);
+    }
 }
 
 // The same, not inlined: called from unrolled loops over neighbours (keeps the code small).
-template <typename T, bool IS3D>
-__device__ __noinline__ void bunion_call(T* L, T a, T b, const Geo<T> g) {
-    bunion<T, IS3D>(L, a, b, g);
+template <typename T>
+__device__ __noinline__ void bunion_call(T* L, T a, T b) {
+    bunion<T>(L, a, b);
 }
 
 // Where a block keeps its information word.
@@ -191,15 +199,17 @@ __device__ __forceinline__ constexpr u32 region(int dby, int dbx) {
 }
 
 // Read a block's neighbourhood.  Returns the voxel mask (bit dz*4 + dy*2 + dx; 0: background);
-// hprev / hsame: hit bits in plane z-1 / in planes z and z+1 (merged); cand: visible foreground
-// voxels of same-plane neighbours that come before the block's first voxel in raster order.
+// hprev: hit bits in plane z-1; hsame: hit bits in planes z and z+1 (merged; plane z includes the
+// forward voxels x+2 of rows y, y+1 and row y+2, which belong to the forward neighbours of the
+// same block plane); cand: foreground voxels of planes z and z+1 seen here that come before the
+// block's first voxel in raster order (their blocks surely have smaller ids).
 template <typename T, bool IS3D, bool ALIGNED>
 __device__ __forceinline__ u32 read_nbhd(const u8* __restrict__ img, T z, T y, T x,
                                          const Geo<T>& g, u32& hprev, u32& hsame, u32& cand) {
     u64 s = (u64)z * (u64)g.HW + (u64)y * (u64)g.W;
     bool hy = y + 1 < g.H, hz = IS3D && z + 1 < g.D;
-    u32 r0 = row_bits<T, ALIGNED, false>(img, s, x, g.W);
-    u32 r1 = hy ? row_bits<T, ALIGNED, false>(img, s + g.W, x, g.W) : 0u;
+    u32 r0 = row_bits<T, ALIGNED, true>(img, s, x, g.W);
+    u32 r1 = hy ? row_bits<T, ALIGNED, true>(img, s + g.W, x, g.W) : 0u;
     u32 m0 = ((r0 >> 1) & 3) | (((r1 >> 1) & 3) << 2);
     u32 q0 = 0, q1 = 0, m1 = 0;
     if (hz) {
@@ -210,14 +220,16 @@ __device__ __forceinline__ u32 read_nbhd(const u8* __restrict__ img, T z, T y, T
     u32 mask = m0 | (m1 << 4);
     hprev = hsame = cand = 0;
     if (!mask) return 0;
-    u32 V0 = (y > 0 ? row_bits<T, ALIGNED, true>(img, s - g.W, x, g.W) : 0u) | ((r0 & 1) << 4) |
-             ((r1 & 1) << 8);
+    // plane z: row y-1; x-1 and x+2 of rows y, y+1; row y+2
+    u32 A0 = (y > 0 ? row_bits<T, ALIGNED, true>(img, s - g.W, x, g.W) : 0u) | ((r0 & 1) << 4) |
+             ((r0 & 8) << 4) | ((r1 & 1) << 8) | ((r1 & 8) << 8) |
+             (y + 2 < g.H ? row_bits<T, ALIGNED, true>(img, s + 2 * (u64)g.W, x, g.W) << 12 : 0u);
     u32 V1 = 0;
     if (hz)
         V1 = (y > 0 ? row_bits<T, ALIGNED, true>(img, s + g.HW - g.W, x, g.W) : 0u) |
              ((q0 & 1) << 4) | ((q1 & 1) << 8);
-    u32 R0 = dilate(m0), R1 = dilate(m1);
-    hsame = (V0 | V1) & (R0 | R1);
+    u32 R = dilate(m0) | dilate(m1);
+    hsame = (A0 | V1) & R;
     if (IS3D && z > 0 && m0) {
         u64 p = s - g.HW;
         u32 Pm = (y > 0 ? row_bits<T, ALIGNED, true>(img, p - g.W, x, g.W) : 0u) |
@@ -225,11 +237,11 @@ __device__ __forceinline__ u32 read_nbhd(const u8* __restrict__ img, T z, T y, T
                  (hy ? row_bits<T, ALIGNED, true>(img, p + g.W, x, g.W) << 8 : 0u) |
                  (y + 2 < g.H ? row_bits<T, ALIGNED, true>(img, p + 2 * (u64)g.W, x, g.W) << 12
                               : 0u);
-        hprev = Pm & R0;
+        hprev = Pm & dilate(m0);
     }
     u32 j = __ffs(m0 ? m0 : m1) - 1;
     u32 before = (1u << (((j >> 1) + 1) * 4 + (j & 1) + 1)) - 1u;
-    cand = m0 ? (V0 & before) : (V0 | (V1 & before));
+    cand = m0 ? (A0 & before) : (A0 | (V1 & before));
     return mask;
 }
 
@@ -250,17 +262,41 @@ __device__ __forceinline__ u32 conn_bits(u32 hprev, u32 hsame) {
     return c;
 }
 
-// BKE's choice of parent: the first connected neighbour in plane z-1 (all its voxels come first),
-// else the first same-plane connected neighbour with a visible voxel before the block's first.
+// In-plane neighbour j = 0..7 of a block: 0..3 backward (row y-1 left to right, then left), 4..7
+// forward (right, then row y+1 left to right).
+__device__ __forceinline__ constexpr int ip_dy(int j) { return j < 3 ? -1 : (j < 5 ? 0 : 1); }
+__device__ __forceinline__ constexpr int ip_dx(int j) {
+    return j < 3 ? j - 1 : (j == 3 ? -1 : (j == 4 ? 1 : j - 6));
+}
+
+// BKE's choice of parent, as an offset to its slot: the first connected neighbour in plane z-1
+// (all its voxels come first), else the first connected neighbour of the same block plane,
+// backward or forward, with a voxel before the block's first voxel.  k receives the backward
+// neighbour's index (see conn_bits), or -1 for a forward one or none; returns false for none.
 template <bool IS3D>
-__device__ __forceinline__ int bke_parent(u32 conn, u32 cand) {
+__device__ __forceinline__ bool bke_parent(u32 conn, u32 hsame, u32 cand, int& k, int& dby,
+                                           int& dbx, int& dbz) {
     constexpr int kb = IS3D ? 9 : 0;
-    if (IS3D && (conn & 0x1FF)) return __ffs(conn & 0x1FF) - 1;
+    dbz = 0;
+    if (IS3D && (conn & 0x1FF)) {
+        k = __ffs(conn & 0x1FF) - 1;
+        dbz = -1;
+        dby = k / 3 - 1;
+        dbx = k % 3 - 1;
+        return true;
+    }
 #pragma unroll
-    for (int k = 0; k < 4; k++)
-        if ((conn >> (kb + k)) & 1)
-            if (cand & region(k < 3 ? -1 : 0, k < 3 ? k - 1 : -1)) return kb + k;
-    return -1;
+    for (int j = 0; j < 8; j++) {
+        u32 rg = region(ip_dy(j), ip_dx(j));
+        if ((hsame & rg) && (cand & rg)) {
+            k = j < 4 ? kb + j : -1;
+            dby = ip_dy(j);
+            dbx = ip_dx(j);
+            return true;
+        }
+    }
+    k = -1;
+    return false;
 }
 
 template <bool IS3D>
@@ -278,23 +314,31 @@ __device__ __forceinline__ i64 nb_offset(int k, i64 W, i64 HW) {
     }
 }
 
-// Unions of block X with the neighbours in conn.  rX is an ancestor of X (or X's id); the
-// neighbours' slot values are loaded first (independent loads), and a neighbour whose value is
-// rX, or a value already united with X by this thread, needs no union.
+// Unions of block X (slot s) with the neighbours in conn.  A slot's value stands for the block
+// itself when tagged (a root), else for the ancestor it points to; the neighbours' values are
+// loaded first (independent loads), and a neighbour whose ancestor is X's, or one already united
+// with X by this thread, needs no union.
 template <typename T, bool IS3D>
-__device__ __forceinline__ void unite_neighbours(T* L, u64 s, T rX, u32 conn, const Geo<T>& g) {
+__device__ __forceinline__ void unite_neighbours(T* L, u64 s, u32 conn, const Geo<T>& g) {
     constexpr int NK = IS3D ? 13 : 4;
+    const T TAG = tag_bit<T>();
     T P[NK];
 #pragma unroll
     for (int k = 0; k < NK; k++)
-        if ((conn >> k) & 1) P[k] = L[(u64)((i64)s + nb_offset<IS3D>(k, (i64)g.W, (i64)g.HW))];
+        if ((conn >> k) & 1) {
+            u64 ns = (u64)((i64)s + nb_offset<IS3D>(k, (i64)g.W, (i64)g.HW));
+            T v = L[ns];
+            P[k] = (v & TAG) ? (T)ns : v;
+        }
+    T v = L[s];
+    T rX = (v & TAG) ? (T)s : v;
     T m1 = rX, m2 = rX, m3 = rX;
 #pragma unroll
     for (int k = 0; k < NK; k++) {
         if (!((conn >> k) & 1)) continue;
         T pn = P[k];
         if (pn == rX || pn == m1 || pn == m2 || pn == m3) continue;
-        bunion_call<T, IS3D>(L, rX, pn, g);
+        bunion_call<T>(L, rX, pn);
         m3 = m2;
         m2 = m1;
         m1 = pn;
@@ -336,7 +380,7 @@ __global__ void buf_init(const u8* __restrict__ img, T* L, T* extra, GEO_PARAMS,
             if (hy && img[s1 + g.W]) mask |= 64;
             if (hy && hx && img[s1 + g.W + 1]) mask |= 128;
         }
-        if (mask) L[s] = (T)s + first_off<T, IS3D>(mask, g);
+        if (mask) L[s] = ((T)s + first_off<T, IS3D>(mask, g)) | tag_bit<T>();
         *info_ptr<T, IS3D>(L, extra, s, z, y, x, g) = (T)mask;
     }
 }
@@ -353,7 +397,7 @@ __global__ void buf_merge(const u8* __restrict__ img, T* L, GEO_PARAMS, T BD, T 
         u32 conn = conn_bits<IS3D>(hprev, hsame);
         if (!conn) continue;
         u64 s = (u64)z * g.HW + (u64)y * g.W + x;
-        unite_neighbours<T, IS3D>(L, s, (T)s + first_off<T, IS3D>(mask, g), conn, g);
+        unite_neighbours<T, IS3D>(L, s, conn, g);
     }
 }
 
@@ -361,9 +405,10 @@ __global__ void buf_merge(const u8* __restrict__ img, T* L, GEO_PARAMS, T BD, T 
 // BKE
 // ---------------------------------------------------------------------------------------------
 
-// Init: link the block to a connected backward neighbour that surely has a smaller id (one of its
-// visible foreground voxels comes before the block's first voxel), and record the other connected
-// neighbours in the information word for Reduction.
+// Init: link the block to a connected neighbour that surely has a smaller id (one of its visible
+// foreground voxels comes before the block's first voxel; forward neighbours of the same block
+// plane qualify too, which leaves far fewer roots than backward ones alone), and record the
+// connected backward neighbours not linked in the information word for Reduction.
 template <typename T, bool IS3D, bool ALIGNED>
 __global__ void bke_init(const u8* __restrict__ img, T* L, T* extra, GEO_PARAMS, T BD, T BH,
                          T BW) {
@@ -379,10 +424,12 @@ __global__ void bke_init(const u8* __restrict__ img, T* L, T* extra, GEO_PARAMS,
             continue;
         }
         u32 conn = conn_bits<IS3D>(hprev, hsame);
-        int parent = bke_parent<IS3D>(conn, cand);
+        int k, dby, dbx, dbz;
+        bool linked = bke_parent<IS3D>(conn, hsame, cand, k, dby, dbx, dbz);
+        if (k >= 0) conn &= ~(1u << k);
         T id = (T)s + first_off<T, IS3D>(mask, g);
-        if (parent >= 0) conn &= ~(1u << parent);
-        L[s] = parent < 0 ? id : (T)((i64)s + nb_offset<IS3D>(parent, (i64)g.W, (i64)g.HW));
+        i64 off = 2 * (dbz * (i64)g.HW + dby * (i64)g.W + dbx);
+        L[s] = linked ? (T)((i64)s + off) : (id | tag_bit<T>());
         *ip = (T)(mask | (conn << 8));
     }
 }
@@ -397,8 +444,7 @@ __global__ void bke_reduce(T* L, T* extra, GEO_PARAMS, T BD, T BH, T BW) {
         u32 info = (u32)*info_ptr<T, IS3D>(L, extra, s, z, y, x, g);
         u32 conn = info >> 8;
         if (!conn) continue;
-        // after Compression L[s] is X's root, or an ancestor of it
-        unite_neighbours<T, IS3D>(L, s, L[s], conn, g);
+        unite_neighbours<T, IS3D>(L, s, conn, g);
     }
 }
 
@@ -406,31 +452,37 @@ __global__ void bke_reduce(T* L, T* extra, GEO_PARAMS, T BD, T BH, T BW) {
 // Shared by BUF and BKE: compression (plain or inline), marking of roots, final labeling.
 // ---------------------------------------------------------------------------------------------
 
+// Compression.  Roots keep their tagged id.  Before Reduction a block gets the slot of its root
+// (IC: of every ancestor on the way); in the last one (MARK) it gets the root's tagged id, which
+// a concurrent Find passing through it reads as the right answer (no unions happen any more), and
+// roots set their id's bit in the bitmap.
 template <typename T, bool IS3D, bool IC, bool MARK>
 __global__ void blk_compress(T* L, T* extra, u32* bitmap, GEO_PARAMS, T BD, T BH, T BW) {
     GEO_MAKE
+    const T TAG = tag_bit<T>();
     FOR_BLOCKS(BD, BH, BW) {
         T z = 2 * bz, y = 2 * by, x = 2 * bx;
         u64 s = (u64)z * g.HW + (u64)y * g.W + x;
         u32 mask = (u32)*info_ptr<T, IS3D>(L, extra, s, z, y, x, g) & 0xFF;
         if (!mask) continue;
-        T id = (T)s + first_off<T, IS3D>(mask, g);
         T a = L[s];
-        if (a == id) {
-            if (MARK) atomicOr(&bitmap[(u64)id >> 5], 1u << (id & 31));
+        if (a & TAG) {
+            if (MARK) {
+                T id = a & ~TAG;
+                atomicOr(&bitmap[(u64)id >> 5], 1u << (id & 31));
+            }
             continue;
         }
+        T p;
         if (IC) {
-            T p;
-            while ((p = L[(u64)slot_of<T, IS3D>(a, g)]) != a) {
+            while (!((p = L[(u64)a]) & TAG)) {
                 a = p;
                 L[s] = a;
             }
-            // the last read pointer may equal the root's id reached through a non-id pointer
-            L[s] = a;
         } else {
-            L[s] = bfind<T, IS3D>(L, a, g);
+            while (!((p = L[(u64)a]) & TAG)) a = p;
         }
+        L[s] = MARK ? p : a;
     }
 }
 
@@ -451,7 +503,7 @@ __global__ void blk_final(T* L, T* extra, const u32* __restrict__ bitmap,
         T* ip = info_ptr<T, IS3D>(L, extra, s, z, y, x, g);
         u32 mask = (u32)*ip & 0xFF;
         T lab = 0;
-        if (mask) lab = rank_of<T>(L[s], bitmap, prefix);
+        if (mask) lab = rank_of<T>(L[s] & ~tag_bit<T>(), bitmap, prefix);
         bool hy = y + 1 < g.H, hx = x + 1 < g.W;
         L[s] = (mask & 1) ? lab : 0;
         if (hx) L[s + 1] = (mask & 2) ? lab : 0;
@@ -507,7 +559,8 @@ __global__ void uf_init(const u8* __restrict__ img, T* L, u64 N) {
 }
 
 // Visit the foreground backward neighbours u of voxel v = (z, y, x) under CONN (4 or 8 in 2D;
-// 6, 18 or 26 in 3D): fn(u) returns false to stop.
+// 6, 18 or 26 in 3D): fn(u, k) (k = the neighbour's index 0..12 in the 3x3x3 cube, a constant
+// once unrolled) returns false to stop.
 template <typename T, int CONN, typename F>
 __device__ __forceinline__ void for_backward(const u8* __restrict__ img, u64 v, T z, T y, T x, T H,
                                              T W, u64 HW, F fn) {
@@ -528,7 +581,7 @@ __device__ __forceinline__ void for_backward(const u8* __restrict__ img, u64 v, 
                 if (dx < 0 && x == 0) continue;
                 if (dx > 0 && x + 1 >= W) continue;
                 u64 u = (u64)((i64)v + dz * (i64)HW + dy * (i64)W + dx);
-                if (img[u] && !fn(u)) return;
+                if (img[u] && !fn(u, (dz + 1) * 9 + (dy + 1) * 3 + (dx + 1))) return;
             }
 }
 
@@ -540,16 +593,44 @@ __device__ __forceinline__ void for_backward(const u8* __restrict__ img, u64 v, 
         for (T y = (T)blockIdx.y * blockDim.y + threadIdx.y; y < H;                          \
              y += (T)gridDim.y * blockDim.y)
 
+template <typename T>
+__device__ __noinline__ void punion_call(T* L, T a, T b) {
+    punion<T>(L, a, b);
+}
+
+// Unions of voxel v (r: an ancestor of v) with its foreground backward neighbours: their values
+// (ancestors) are loaded first, and a neighbour whose value is r, or a value already united with
+// v by this thread, needs no union.
+template <typename T, int CONN>
+__device__ __forceinline__ void unite_voxel(const u8* __restrict__ img, T* L, u64 v, T r, T z, T y,
+                                            T x, T H, T W, u64 HW) {
+    T P[13];
+    u32 have = 0;
+    for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u, int k) {
+        P[k] = L[u];
+        have |= 1u << k;
+        return true;
+    });
+    T m1 = r, m2 = r, m3 = r;
+#pragma unroll
+    for (int k = 0; k < 13; k++) {
+        if (!((have >> k) & 1)) continue;
+        T pn = P[k];
+        if (pn == r || pn == m1 || pn == m2 || pn == m3) continue;
+        punion_call<T>(L, r, pn);
+        m3 = m2;
+        m2 = m1;
+        m1 = pn;
+    }
+}
+
 // UF Merge: union with every foreground backward neighbour.
 template <typename T, int CONN>
 __global__ void uf_merge(const u8* __restrict__ img, T* L, T D, T H, T W) {
     FOR_VOXELS(D, H, W) {
         u64 v = (u64)z * HW + (u64)y * W + x;
         if (!img[v]) continue;
-        for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u) {
-            punion<T>(L, (T)v, (T)u);
-            return true;
-        });
+        unite_voxel<T, CONN>(img, L, v, (T)v, z, y, x, H, W, HW);
     }
 }
 
@@ -563,7 +644,7 @@ __global__ void ke_init(const u8* __restrict__ img, T* L, T D, T H, T W) {
             continue;
         }
         T p = (T)v;
-        for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u) {
+        for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u, int) {
             p = (T)u;
             return false;
         });
@@ -571,22 +652,13 @@ __global__ void ke_init(const u8* __restrict__ img, T* L, T D, T H, T W) {
     }
 }
 
-// KE Reduction (after a Compression): neighbours whose parent is already v's ancestor are in
-// v's set; union with the others.
+// KE Reduction (after a Compression, L[v] is v's root or an ancestor of it).
 template <typename T, int CONN>
 __global__ void ke_reduce(const u8* __restrict__ img, T* L, T D, T H, T W) {
     FOR_VOXELS(D, H, W) {
         u64 v = (u64)z * HW + (u64)y * W + x;
         if (!img[v]) continue;
-        T r = L[v];
-        for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u) {
-            T pu = L[u];
-            if (pu != r) {
-                punion<T>(L, r, pu);
-                r = pfind<T>(L, r);
-            }
-            return true;
-        });
+        unite_voxel<T, CONN>(img, L, v, L[v], z, y, x, H, W, HW);
     }
 }
 
