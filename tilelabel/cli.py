@@ -16,6 +16,8 @@ examples:
   tilelabel label in.zarr out.zarr --connectivity 6 --chunks 256,256,256 --workers 4
   tilelabel label in.zarr out.zarr --backend cuda --dtype uint64 --overwrite
   tilelabel label in.zarr out.zarr --scheduler tcp://10.0.0.5:8786
+  tilelabel label image.ome.zarr --channel 1 --ome-labels nuclei   # into image.ome.zarr/labels
+  tilelabel label s3://bucket/in.zarr s3://bucket/out.zarr         # fsspec URLs (s3fs, gcsfs)
   tilelabel label --config configs/local-cpu.yaml --overwrite
   tilelabel label --config configs/slurm-gpu.yaml in.zarr out.zarr   # flags override the file
 """
@@ -63,7 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     lab.add_argument("input", nargs="?", help="path or URL of the input zarr array")
-    lab.add_argument("output", nargs="?", help="path or URL of the output zarr array")
+    lab.add_argument(
+        "output",
+        nargs="?",
+        help="path or URL of the output zarr array (optional for an OME-Zarr image input: "
+        "then the labels go into its labels/ group)",
+    )
     lab.add_argument(
         "--connectivity",
         "-c",
@@ -88,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", default=None, help="replace OUTPUT if it exists"
     )
     lab.add_argument("--config", help="YAML run config; flags given here override it")
+    ome = lab.add_argument_group("OME-Zarr image input")
+    ome.add_argument("--channel", type=int, help="channel to label (index along the c axis)")
+    ome.add_argument("--timepoint", type=int, help="time point to label (index along the t axis)")
+    ome.add_argument(
+        "--ome-labels",
+        metavar="NAME",
+        help="write the labels into the image as labels/NAME (default without OUTPUT: tilelabel)",
+    )
     lab.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     lab.add_argument("--verbose", "-v", action="count", default=0, help="log more (-vv: debug)")
 
@@ -144,6 +159,9 @@ def _label(args: argparse.Namespace) -> int:
         "overwrite",
         "workers",
         "scheduler",
+        "channel",
+        "timepoint",
+        "ome_labels",
     ):
         value = getattr(args, key)
         if value is not None:
@@ -151,12 +169,12 @@ def _label(args: argparse.Namespace) -> int:
     if args.scheduler is not None:  # --scheduler replaces the config's cluster section
         opts.pop("cluster", None)
     missing = [k.upper() for k in ("input", "output") if not opts.get(k)]
-    if missing:
+    if "INPUT" in missing:  # OUTPUT may be left out for an OME-Zarr image (labels into it)
         raise ValueError(f"missing {' and '.join(missing)} (give them as arguments or in --config)")
     progress = not args.quiet and sys.stderr.isatty()
     result = label_zarr(
         opts.pop("input"),
-        opts.pop("output"),
+        opts.pop("output", None),
         progress=progress,
         return_result=True,
         **opts,

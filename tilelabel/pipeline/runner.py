@@ -25,7 +25,7 @@ from tilelabel import connectivity as conn_mod
 from tilelabel._version import __version__
 from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import resolve_backend
-from tilelabel.pipeline import zarr_io
+from tilelabel.pipeline import ome, zarr_io
 from tilelabel.pipeline.cluster import connect
 from tilelabel.pipeline.graph import Source, build_merge_graph, materialize, relabel
 from tilelabel.pipeline.local import local_dtype
@@ -98,7 +98,7 @@ def _check_cuda_on_workers(client: Client, plan, storage, label_dtype) -> None:
 
 def label_zarr(
     src: str,
-    dst: str,
+    dst: str | None,
     *,
     connectivity: int | None = None,
     structure: np.ndarray | None = None,
@@ -111,6 +111,9 @@ def label_zarr(
     scheduler: str | None = None,
     workers: int | None = None,
     cluster: dict[str, Any] | None = None,
+    channel: int | None = None,
+    timepoint: int | None = None,
+    ome_labels: str | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
     return_result: bool = False,
@@ -141,12 +144,18 @@ def label_zarr(
         A run config's ``cluster:`` section (``kind: local | local-cuda | scheduler | slurm``
         and its options; see :mod:`tilelabel.config`), used when ``client`` and ``scheduler``
         are not given.
+    channel, timepoint, ome_labels
+        For an OME-Zarr image ``src`` (see :mod:`tilelabel.pipeline.ome`): the channel and time
+        point to label (needed where those axes are longer than 1), and the name of the labels
+        written into the image's ``labels/`` group (``dst=None``: the name ``tilelabel``).
     progress
         Show a progress bar per phase.
     """
     start = time.perf_counter()
-    src_arr = zarr_io.open_input(src, storage_options)
-    shape = tuple(src_arr.shape)
+    image = ome.open_image(src, storage_options, channel, timepoint)  # None: not OME-Zarr
+    src_arr = image.array if image else zarr_io.open_input(src, storage_options)
+    lead = image.index if image else ()  # the selected time point and channel
+    shape = tuple(src_arr.shape)[len(lead) :]
     conn = conn_mod.normalize(len(shape), connectivity, structure)
     backend = resolve_backend(backend)
     remote = cluster is not None and cluster["kind"] in ("scheduler", "slurm")
@@ -155,11 +164,18 @@ def label_zarr(
 
         get_backend("cuda")  # a clear error before a cluster starts
     label_dtype(0, dtype)  # validates the dtype name early
-    zarr_io.check_output(dst, src, overwrite)
-    storage = zarr_io.storage_chunks(src_arr)
+    ome_name = ome.output_name(image, dst, ome_labels)  # None: a plain zarr array
+    if ome_name:
+        ome.check_labels(image, ome_name, overwrite, storage_options)
+        dst = image.labels_url(ome_name)
+    else:
+        zarr_io.check_output(dst, src, overwrite)
+    storage = zarr_io.storage_chunks(src_arr)[len(lead) :]
     plan = plan_for_storage(shape, storage, chunks, DEFAULT_TARGET_VOXELS[backend])
     src_url, dst_url = zarr_io.normalize_url(src), zarr_io.normalize_url(dst)
-    source = zarr_io.ZarrSource(src_url, storage_options)
+    if image is not None:
+        src_url = image.array_url
+    source = zarr_io.ZarrSource(src_url, storage_options, lead)
     log.info(
         "labeling %s %s in %d chunks of up to %s",
         shape,
@@ -201,8 +217,16 @@ def label_zarr(
                 "complete": False,
             }
         }
-        out = zarr_io.create_output(dst, src_arr, out_dtype, attrs, overwrite, storage_options)
-        target = zarr_io.ZarrTarget(dst_url, storage_options)
+        if ome_name:
+            out, dst_url, out_lead = ome.create_labels(
+                image, ome_name, out_dtype, attrs, overwrite, storage_options
+            )
+        else:
+            out_lead = ()
+            out = zarr_io.create_output(
+                dst, src_arr, out_dtype, attrs, overwrite, storage_options, lead=len(lead)
+            )
+        target = zarr_io.ZarrTarget(dst_url, storage_options, out_lead)
         n = len(idxs)
         writes = c.map(
             _write_chunk,
@@ -218,11 +242,15 @@ def label_zarr(
         )
         try:
             _wait(c, writes, "writing", progress)
+            if ome_name:
+                ome.fill_levels(c, image, ome_name, storage_options)
         except BaseException:
             zarr_io.remove(dst, storage_options)
             raise
         attrs["tilelabel"]["complete"] = True
         out.attrs.update(attrs)
+        if ome_name:
+            ome.publish_labels(image, ome_name, storage_options)
 
     result = Result(
         count, int(np.prod(shape)), time.perf_counter() - start, str(out_dtype), backend

@@ -76,15 +76,17 @@ def create_output(
     attributes: dict[str, Any],
     overwrite: bool,
     storage_options: dict | None = None,
+    lead: int = 0,
 ) -> zarr.Array:
-    """Create the label array with the input's shape, chunks, shards, codecs and zarr format."""
+    """Create the label array with the input's shape, chunks, shards, codecs and zarr format
+    (less ``lead`` leading axes: an OME-Zarr image's selected time point and channel)."""
     kwargs: dict[str, Any] = {}
     if like.shards:
-        kwargs["shards"] = like.shards
+        kwargs["shards"] = like.shards[lead:]
     return zarr.create_array(
         normalize_url(dst),
-        shape=like.shape,
-        chunks=like.chunks,
+        shape=like.shape[lead:],
+        chunks=like.chunks[lead:],
         dtype=dtype,
         compressors=like.compressors,
         fill_value=0,
@@ -115,10 +117,12 @@ class ZarrSource:
 
     url: str
     storage_options: dict | None = field(default=None, hash=False, compare=False)
+    #: fixed leading indices (an OME-Zarr image's time point and channel): only they are read
+    index: tuple[int, ...] = ()
 
     def __call__(self, slices: tuple[slice, ...]) -> np.ndarray:
         arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
-        return np.asarray(arr[slices])
+        return np.asarray(arr[self.index + tuple(slices)])
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,9 @@ class ZarrTarget:
 
     url: str
     storage_options: dict | None = field(default=None, hash=False, compare=False)
+    #: fixed leading indices (the size-1 t/c axes of an OME-Zarr label image)
+    index: tuple[int, ...] = ()
 
     def __call__(self, slices: tuple[slice, ...], data: np.ndarray) -> None:
         arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
-        arr[slices] = data
+        arr[self.index + tuple(slices)] = data
