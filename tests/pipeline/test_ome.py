@@ -24,9 +24,7 @@ FORMATS = {"0.4": ome_format.FormatV04(), "0.5": ome_format.FormatV05()}
 def ome_image(path, data: np.ndarray, axes: str, chunks, version: str = "0.4", **kwargs) -> str:
     """An OME-Zarr image with ome-zarr-py's default pyramid (2x in y and x per level)."""
     fmt = FORMATS[version]
-    root = zarr.group(
-        store=parse_url(str(path), mode="w", fmt=fmt).store, zarr_format=fmt.zarr_format
-    )
+    root = zarr.open_group(str(path), mode="w", zarr_format=fmt.zarr_format)
     write_image(data, root, axes=axes, fmt=fmt, storage_options={"chunks": chunks}, **kwargs)
     return str(path)
 
