@@ -71,3 +71,167 @@ def test_defaults():
     kwargs = jobqueue.slurm_kwargs({"kind": "slurm"})
     assert kwargs["cores"] == 1 and kwargs["processes"] == 1 and kwargs["memory"] == "4GiB"
     assert "scale" not in kwargs and "kind" not in kwargs
+
+
+# --- a real single-node Slurm (Debian's slurm-wlm and munge), started here when available ---
+
+SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """munged, slurmctld and slurmd on this machine, with every file in a temporary folder: one
+    partition ``debug`` of this node (no cgroups, linuxproc process tracking, SlurmUser root).
+    Yields the partition name; SLURM_CONF points dask-jobqueue's sbatch/squeue/scancel at it."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+
+    missing = [b for b in SLURM_BINARIES if shutil.which(b) is None]
+    if missing:
+        pytest.skip(f"Slurm not installed (no {', '.join(missing)}): apt-get install slurm-wlm")
+    if os.geteuid() != 0:
+        pytest.skip("the test Slurm runs its daemons as root")
+    d = tmp_path_factory.mktemp("slurm")
+    (d / "state").mkdir()
+    (d / "spool").mkdir()
+    key = d / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    sock = d / "munge.sock"
+    host = socket.gethostname().split(".")[0]
+    mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    conf = d / "slurm.conf"
+    conf.write_text(
+        f"""ClusterName=tilelabel-test
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={sock}
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd.log
+PlugStackConfig={d}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+ReturnToService=2
+MpiDefault=none
+NodeName={host} CPUs={os.cpu_count()} RealMemory={mem_mb // 2} State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+    )
+    (d / "plugstack.conf").write_text("")
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    started = []
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(conf)
+    try:
+        subprocess.run(
+            ["munged", "--force", f"--key-file={key}", f"--socket={sock}",
+             f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log",
+             f"--seed-file={d}/munge.seed"],
+            check=True, env=env,
+        )  # fmt: skip
+        started.append(d / "munged.pid")
+        subprocess.run(["slurmctld", "-i"], check=True, env=env)
+        started.append(d / "slurmctld.pid")
+        subprocess.run(["slurmd"], check=True, env=env)
+        started.append(d / "slurmd.pid")
+
+        def idle() -> bool:
+            out = subprocess.run(
+                ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env
+            ).stdout
+            return out.strip() == "idle"
+
+        _wait(idle, 60, "the Slurm node to become idle")
+        yield "debug"
+    finally:
+        subprocess.run(["scancel", "--user=root"], env=env, capture_output=True)
+        subprocess.run(["scontrol", "shutdown"], env=env, capture_output=True)
+        for pid_file in reversed(started):  # only the daemons started here, by their pid
+            try:
+                pid = int(pid_file.read_text())
+            except (OSError, ValueError):
+                continue
+            if pid_file.name == "munged.pid":
+                os.kill(pid, 15)
+            try:  # slurmd and slurmctld stop on "scontrol shutdown"
+                _wait(lambda p=pid: not os.path.exists(f"/proc/{p}"), 10, str(pid_file))
+            except RuntimeError:
+                os.kill(pid, 9)
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
+
+
+def test_label_through_real_slurm_jobs(slurm, tmp_path, capsys):
+    """The shipped slurm-gpu.yaml, turned to CPU workers (gpus: 0) on the test partition, run
+    by the command: dask-jobqueue submits a job, its worker connects, the labels equal scipy."""
+    import subprocess
+
+    import numpy as np
+    import yaml
+    import zarr
+    from scipy import ndimage
+
+    from tests.conftest import write_zarr
+    from tilelabel.cli import main
+    from tilelabel.synth import random_volume
+
+    img = random_volume((40, 36, 30), 0.3, 1, seed=31)
+    src = write_zarr(tmp_path / "in.zarr", img, (10, 12, 10))
+    raw = yaml.safe_load((CONFIGS / "slurm-gpu.yaml").read_text())
+    raw.update(input=src, output=str(tmp_path / "out.zarr"), backend="cpu", chunks=[20, 12, 10])
+    raw["cluster"].update(
+        queue=slurm, gpus=0, cores=2, memory="2GiB", scale=1, walltime="00:10:00",
+        wait_timeout=120, log_directory=str(tmp_path / "logs"),
+    )  # fmt: skip
+    cfg = tmp_path / "slurm-cpu.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    assert main(["label", "--config", str(cfg), "-q"]) == 0
+    out = capsys.readouterr()
+    np.testing.assert_array_equal(
+        zarr.open_array(str(tmp_path / "out.zarr"))[...], ndimage.label(img, np.ones((3, 3, 3)))[0]
+    )
+    assert "components in 43,200 voxels" in out.out
+    # the job ran under Slurm (its output file is there) and was cancelled at the end
+    assert list((tmp_path / "logs").glob("*.out")) or list((tmp_path / "logs").glob("*.err"))
+    squeue = subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout
+    _wait(
+        lambda: not subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout,
+        30,
+        f"the dask job to leave the queue ({squeue})",
+    )
