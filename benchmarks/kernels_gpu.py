@@ -160,13 +160,52 @@ def dump(out, name, bw, rows):
     (out / "kernels_gpu.md").write_text("\n".join(md) + "\n")
 
 
+VARIANTS = ["-DTL_COUNT", "-DTL_COUNT -DTL_LEFT_FIRST", "-DTL_COUNT -DTL_BELOW_FIRST", ""]
+VARIANTS += ["-DTL_LEFT_FIRST", "-DTL_BELOW_FIRST", "-DTL_NO_FWD", "-DTL_UNION_CAS"]
+
+
+def variants():
+    """BKE 3D 26, 1024^3, g=1: each compile-time variant, same volumes, median of 5."""
+    vols = {d: volume((1024,) * 3, d, 1) for d in (0.05, 0.2, 0.5)}
+    refs = {d: gpu._make(26, "bke")(v, np.uint32) for d, v in vols.items()}
+    for var in VARIANTS:
+        os.environ["TILELABEL_CUDA_DEFINES"] = var
+        gpu._module.cache_clear()
+        gpu._fn.cache_clear()
+        for alg in ("bke", "bke_ic", "buf"):
+            line = []
+            for d, img in vols.items():
+                if "TL_COUNT" in var:
+                    cnt = gpu._module().get_global("tl_counts")
+                    cnt = cp.ndarray((4,), cp.uint64, cnt)
+                    cnt[...] = 0
+                    gpu._make(26, alg)(img, np.uint32)
+                    c = cnt.get().tolist()
+                    line.append(f"d={d}: unions {c[0]} rounds {c[1]} finds {c[2]} blocks {c[3]}")
+                    continue
+                labels, n = gpu._make(26, alg)(img, np.uint32)
+                ok = n == refs[d][1] and bool(cp.array_equal(labels, refs[d][0]))
+                del labels
+                t, _ = timed(lambda img=img, alg=alg: gpu._make(26, alg)(img, np.uint32), 5)
+                st = step_times(img, 26, alg, 3)
+                line.append(
+                    f"d={d}: {t:6.2f} ms (reduce/merge {st.get('reduce', st.get('merge')):.2f})"
+                    + ("" if ok else " MISMATCH")
+                )
+            print(f"[{var or 'default'}] {alg}: " + "; ".join(line), flush=True)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes only (smoke test)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     ap.add_argument("--only", default="", help="comma list of size tags to run, e.g. 3d1024")
     ap.add_argument("--profile", default="", help="ALG: label 1024^3 d=0.2 g=1 twice (for ncu)")
+    ap.add_argument("--variants", action="store_true", help="time compile-time variants of bke")
     args = ap.parse_args()
+    if args.variants:
+        return variants()
     if args.profile:
         img = volume((1024,) * 3, 0.2, 1)
         for _ in range(2):

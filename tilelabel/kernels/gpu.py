@@ -65,9 +65,15 @@ def _names() -> list[str]:
 
 @functools.cache
 def _module():
+    import os
+
     import cupy as cp
 
-    return cp.RawModule(code=_SRC.read_text(), options=("-std=c++17",), name_expressions=_names())
+    # TILELABEL_CUDA_DEFINES: extra -DNAME macros, for benchmarking variants (see notes_gpu.md)
+    defines = os.environ.get("TILELABEL_CUDA_DEFINES", "").split()
+    head = "".join(f"#define {d[2:]}\n" for d in defines if d.startswith("-D"))
+    code = head + _SRC.read_text()
+    return cp.RawModule(code=code, options=("-std=c++17",), name_expressions=_names())
 
 
 @functools.cache
@@ -375,6 +381,11 @@ class CUDABackend:
 
         lut_d = cp.asarray(np.ascontiguousarray(lut))
         return cp.asnumpy(cp.take(lut_d, cp.asarray(labels)))
+
+    def label_stats(self, labels, n, offset, intensity=None):
+        from tilelabel.kernels.gpu_stats import label_stats_device
+
+        return label_stats_device(labels, n, offset, intensity)
 
 
 def device_memory(block_shape: tuple[int, ...], dtype, connectivity: int) -> tuple[int, int]:

@@ -88,6 +88,15 @@ __device__ __forceinline__ T slot_of(T v, const Geo<T>& g) {
     }
 }
 
+#ifdef TL_COUNT
+// Diagnostics (benchmarks only): [0] union calls, [1] union rounds, [2] find steps,
+// [3] blocks that reach the neighbour unions.
+extern "C" __device__ unsigned long long tl_counts[4];
+#define TL_INC(i) atomicAdd(&tl_counts[i], 1ull)
+#else
+#define TL_INC(i)
+#endif
+
 // Block forest: a slot holds either a pointer (the slot of an ancestor block) or, for a root, its
 // id with the tag bit set.  Find follows pointers with no index arithmetic.
 template <typename T>
@@ -99,32 +108,52 @@ __device__ __forceinline__ constexpr T tag_bit() {
 template <typename T>
 __device__ __forceinline__ T bfind(const T* L, T a, T& f) {
     T p;
-    while (!((p = L[(u64)a]) & tag_bit<T>())) a = p;
+    while (!((p = L[(u64)a]) & tag_bit<T>())) {
+        a = p;
+        TL_INC(2);
+    }
     f = p & ~tag_bit<T>();
     return a;
 }
 
-// Union by smaller id with compare-and-swap on the root's tagged id (a root is linked only while
-// it is still a root, so every link goes from a larger id to a smaller one: no cycles).
+// Union by smaller id (Oliveira & Lotufo's atomicMin; TL_UNION_CAS: compare-and-swap on the
+// root's tagged id, measured slower).  Every link goes from a larger id to a smaller one: no
+// cycles.
 template <typename T>
 __device__ __forceinline__ void bunion(T* L, T a, T b) {
     const T TAG = tag_bit<T>();
     while (true) {
+        TL_INC(1);
         T fa, fb;
         a = bfind<T>(L, a, fa);
         b = bfind<T>(L, b, fb);
         if (a == b) return;
+#ifndef TL_UNION_CAS
+        // Oliveira's atomicMin: pointers are below every tagged id, so the root is linked even if
+        // another thread linked it first; then that thread's target is united with ours next.
+        if (fa < fb) {
+            T old = amin<T>(&L[(u64)b], a);
+            if (old == (fb | TAG)) return;
+            b = old;
+        } else {
+            T old = amin<T>(&L[(u64)a], b);
+            if (old == (fa | TAG)) return;
+            a = old;
+        }
+#else
         if (fa < fb) {
             if (atomicCAS(&L[(u64)b], fb | TAG, a) == (fb | TAG)) return;
         } else {
             if (atomicCAS(&L[(u64)a], fa | TAG, b) == (fa | TAG)) return;
         }
+#endif
     }
 }
 
 // The same, not inlined: called from unrolled loops over neighbours (keeps the code small).
 template <typename T>
 __device__ __noinline__ void bunion_call(T* L, T a, T b) {
+    TL_INC(0);
     bunion<T>(L, a, b);
 }
 
@@ -278,6 +307,22 @@ __device__ __forceinline__ bool bke_parent(u32 conn, u32 hsame, u32 cand, int& k
                                            int& dbx, int& dbz) {
     constexpr int kb = IS3D ? 9 : 0;
     dbz = 0;
+#ifdef TL_LEFT_FIRST
+    if (((conn >> (kb + 3)) & 1) && (cand & region(0, -1))) {
+        k = kb + 3;
+        dby = 0;
+        dbx = -1;
+        return true;
+    }
+#endif
+#ifdef TL_BELOW_FIRST
+    if (IS3D && ((conn >> 4) & 1)) {
+        k = 4;
+        dbz = -1;
+        dby = dbx = 0;
+        return true;
+    }
+#endif
     if (IS3D && (conn & 0x1FF)) {
         k = __ffs(conn & 0x1FF) - 1;
         dbz = -1;
@@ -285,8 +330,13 @@ __device__ __forceinline__ bool bke_parent(u32 conn, u32 hsame, u32 cand, int& k
         dbx = k % 3 - 1;
         return true;
     }
+#ifdef TL_NO_FWD
+    constexpr int NJ = 4;
+#else
+    constexpr int NJ = 8;
+#endif
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < NJ; j++) {
         u32 rg = region(ip_dy(j), ip_dx(j));
         if ((hsame & rg) && (cand & rg)) {
             k = j < 4 ? kb + j : -1;
@@ -333,12 +383,19 @@ __device__ __forceinline__ void unite_neighbours(T* L, u64 s, u32 conn, const Ge
     T v = L[s];
     T rX = (v & TAG) ? (T)s : v;
     T m1 = rX, m2 = rX, m3 = rX;
+    TL_INC(3);
 #pragma unroll
     for (int k = 0; k < NK; k++) {
         if (!((conn >> k) & 1)) continue;
         T pn = P[k];
         if (pn == rX || pn == m1 || pn == m2 || pn == m3) continue;
         bunion_call<T>(L, rX, pn);
+#ifdef TL_RX_REFRESH
+        {
+            T f;
+            rX = bfind<T>(L, rX, f);
+        }
+#endif
         m3 = m2;
         m2 = m1;
         m1 = pn;
