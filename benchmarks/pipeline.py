@@ -1,0 +1,318 @@
+"""zarr -> zarr on one node: tilelabel (GPU and CPU), dask-image, and a plain zarr copy (I/O floor).
+
+Same volume, storage chunks and codec for every method; input and output zarr on local disk.
+Each method runs on a fresh cluster of its own kind, so that the peak memory per worker it
+reports (host RSS high-water mark of each worker process; for GPU workers also CuPy's pool
+high-water mark) belongs to that run alone.
+
+- ``copy``: read the uint8 chunks, write uint32 chunks with the same codec (dask, CPU cluster of
+  one single-threaded worker per core) -- what any zarr-to-zarr job of this shape must pay;
+- ``copy-gpu``: the same copy on the GPU cluster (its worker and thread count), the fair floor
+  for the GPU pipeline;
+- ``tilelabel-gpu``: ``label_zarr(backend="cuda")`` on a LocalCUDACluster (``--gpus`` workers);
+- ``tilelabel-cpu``: ``label_zarr(backend="cpu")`` on the CPU cluster;
+- ``dask-image``: ``dask_image.ndmeasure.label`` with the same structure, stored with ``to_zarr``.
+
+    python benchmarks/pipeline.py --sizes 1024 2048 --densities 0.05 0.2 --out DIR
+
+Writes ``pipeline.json`` and ``pipeline.md`` to DIR (default: $OUT or benchmarks/out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import dask.array as da  # noqa: E402
+import zarr  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+
+import tilelabel  # noqa: E402
+from tilelabel.synth import write_random_zarr  # noqa: E402
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _gpu_pool_peak() -> int:
+    try:
+        import cupy as cp
+
+        return int(cp.get_default_memory_pool().total_bytes())
+    except Exception:
+        return 0
+
+
+class GpuPoolSampler:
+    """CuPy's pool only grows while blocks are in use: sample its size on each worker."""
+
+    @staticmethod
+    def start(stop_after: float = 3600.0) -> None:
+        import cupy as cp
+
+        state = {"peak": 0}
+
+        def loop():
+            t0 = time.time()
+            pool = cp.get_default_memory_pool()
+            while time.time() - t0 < stop_after and not state.get("stop"):
+                state["peak"] = max(state["peak"], pool.used_bytes())
+                time.sleep(0.005)
+
+        GpuPoolSampler.state = state
+        threading.Thread(target=loop, daemon=True).start()
+
+    @staticmethod
+    def stop() -> int:
+        GpuPoolSampler.state["stop"] = True
+        return GpuPoolSampler.state["peak"]
+
+
+def cpu_cluster(workers: int) -> LocalCluster:
+    return LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        memory_limit=0,
+    )
+
+
+def gpu_cluster(gpus: int):
+    from dask_cuda import LocalCUDACluster
+
+    devices = ",".join(str(i) for i in range(gpus))
+    return LocalCUDACluster(
+        CUDA_VISIBLE_DEVICES=devices,
+        dashboard_address=None,
+        threads_per_worker=max(1, (os.cpu_count() or 2) // gpus),
+        memory_limit=0,
+    )
+
+
+def zarr_copy(src: str, dst: str, client: Client) -> None:
+    arr = da.from_zarr(src)
+    z = zarr.open_array(src)
+    out = zarr.create_array(
+        dst,
+        shape=z.shape,
+        chunks=z.chunks,
+        dtype="uint32",
+        compressors=z.compressors,
+        overwrite=True,
+    )
+    client.compute(arr.astype(np.uint32).store(out, lock=False, compute=False)).result()
+
+
+def dask_image_label(src: str, dst: str, client: Client, limit: float) -> int:
+    """dask-image's label, stored; gives up after ``limit`` seconds (its graph grows with the
+    number of chunks much faster than linearly) and raises TimeoutError."""
+    from dask_image import ndmeasure
+
+    z = zarr.open_array(src)
+    labels, n = ndmeasure.label(da.from_zarr(src), structure=np.ones((3,) * z.ndim, bool))
+    out = zarr.create_array(
+        dst,
+        shape=z.shape,
+        chunks=z.chunks,
+        dtype=labels.dtype,
+        compressors=z.compressors,
+        overwrite=True,
+    )
+    stored = labels.store(out, lock=False, compute=False)
+    futures = client.compute([stored, n])
+    deadline = time.perf_counter() + limit
+    for f in futures:
+        f.result(timeout=max(0.0, deadline - time.perf_counter()))
+    return int(futures[1].result())
+
+
+def run_method(method: str, src: str, dst: str, args) -> dict:
+    gpu = method in ("tilelabel-gpu", "copy-gpu")
+    cluster = gpu_cluster(args.gpus) if gpu else cpu_cluster(args.cpu_workers)
+    with cluster, Client(cluster, set_as_default=False) as client:
+        if gpu:
+            client.run(GpuPoolSampler.start)
+        t0 = time.perf_counter()
+        if method.startswith("copy"):
+            n = zarr_copy(src, dst, client)
+        elif method == "dask-image":
+            n = dask_image_label(src, dst, client, args.time_limit)
+        else:
+            n = tilelabel.label_zarr(
+                src,
+                dst,
+                backend="cuda" if gpu else "cpu",
+                client=client,
+                chunks=args.chunks,
+                overwrite=True,
+            )
+        seconds = time.perf_counter() - t0
+        rss = max(client.run(_peak_rss).values())
+        gpu_peak = max(client.run(GpuPoolSampler.stop).values()) if gpu else 0
+        workers = len(client.scheduler_info()["workers"])
+    return {
+        "seconds": seconds,
+        "components": n,
+        "peak_rss_per_worker": rss,
+        "peak_gpu_per_worker": gpu_peak,
+        "workers": workers,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
+    p.add_argument("--densities", type=float, nargs="+", default=[0.05, 0.2])
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=["copy", "copy-gpu", "tilelabel-gpu", "tilelabel-cpu", "dask-image"],
+    )
+    p.add_argument(
+        "--dask-image-max",
+        type=int,
+        default=1024,
+        help="largest size dask-image is run at (it gathers a global LUT)",
+    )
+    p.add_argument("--cpu-max", type=int, default=2048, help="largest size tilelabel-cpu runs at")
+    p.add_argument("--storage-chunk", type=int, default=128)
+    p.add_argument(
+        "--chunks",
+        type=lambda s: tuple(int(v) for v in s.split(",")),
+        default=None,
+        help="tilelabel processing chunks (default: tilelabel's own plan)",
+    )
+    p.add_argument("--gpus", type=int, default=1)
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=300.0,
+        help="seconds after which dask-image is stopped (reported as a lower bound)",
+    )
+    p.add_argument("--cpu-workers", type=int, default=os.cpu_count())
+    p.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/tilelabel-bench")
+    p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    args = p.parse_args()
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    device = "cpu only"
+    try:
+        import cupy as cp
+
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        device = f"{props['name'].decode()} x{args.gpus}"
+    except Exception:
+        pass
+    for size in args.sizes:
+        for density in args.densities:
+            shape = (size,) * 3
+            src = str(work / f"in-{size}-{density}.zarr")
+            t0 = time.perf_counter()
+            write_random_zarr(
+                src, shape, (args.storage_chunk,) * 3, density, 1, seed=size, overwrite=True
+            )
+            print(
+                f"# {size}^3 d={density}: input written in {time.perf_counter() - t0:.1f} s",
+                flush=True,
+            )
+            for method in args.methods:
+                if method == "dask-image" and size > args.dask_image_max:
+                    continue
+                if method == "tilelabel-cpu" and size > args.cpu_max:
+                    continue
+                dst = str(work / f"out-{method}.zarr")
+                try:
+                    r = run_method(method, src, dst, args)
+                except TimeoutError:
+                    r = {"timeout": args.time_limit}
+                except Exception as e:  # record and go on: one method failing is a result too
+                    r = {"error": f"{type(e).__name__}: {e}"[:300]}
+                r.update(method=method, size=size, density=density, voxels=size**3)
+                if "seconds" in r:
+                    r["gvox_s"] = size**3 / r["seconds"] / 1e9
+                rows.append(r)
+                print(json.dumps(r), flush=True)
+                shutil.rmtree(dst, ignore_errors=True)
+            shutil.rmtree(src, ignore_errors=True)
+
+    meta = {
+        "date": datetime.date.today().isoformat(),
+        "device": device,
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "gpus": args.gpus,
+        "storage_chunk": args.storage_chunk,
+        "codec": "zarr default (zstd)",
+    }
+    (out_dir / "pipeline.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    lines = [
+        f"Device: {device}; {os.cpu_count()} CPU cores; date {meta['date']}; storage chunks "
+        f"{args.storage_chunk}^3, zarr v3 default codec; input and output on local disk.",
+        "",
+        "| size | density | method | workers | s | GVox/s | vs copy | vs dask-image | "
+        "peak host/worker GiB | peak GPU/worker GiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "timeout" in r:
+            same = {
+                x["method"]: x["seconds"]
+                for x in rows
+                if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
+            }
+            bound = ", ".join(
+                f"{m} > {r['timeout'] / t:.0f}x faster"
+                for m, t in same.items()
+                if m.startswith("tilelabel")
+            )
+            lines.append(
+                f"| {r['size']}³ | {r['density']} | {r['method']} | | > {r['timeout']:.0f}"
+                f" (stopped) | | | {bound} | | |"
+            )
+            continue
+        if "seconds" not in r:
+            lines.append(
+                f"| {r['size']}³ | {r['density']} | {r['method']} | | failed: "
+                f"{r['error'][:80]} | | | | | |"
+            )
+            continue
+        same = [
+            x
+            for x in rows
+            if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
+        ]
+        ref = {x["method"]: x["seconds"] for x in same}
+        copy_ref = ref.get("copy-gpu" if r["method"].endswith("gpu") else "copy")
+        vs_copy = f"{copy_ref / r['seconds']:.2f}x" if copy_ref else ""
+        vs_di = f"{ref['dask-image'] / r['seconds']:.1f}x" if "dask-image" in ref else ""
+        lines.append(
+            f"| {r['size']}³ | {r['density']} | {r['method']} | {r['workers']} | "
+            f"{r['seconds']:.2f} | {r['gvox_s']:.3f} | {vs_copy} | {vs_di} | "
+            f"{r['peak_rss_per_worker'] / 2**30:.2f} | {r['peak_gpu_per_worker'] / 2**30:.2f} |"
+        )
+    table = "\n".join(lines)
+    (out_dir / "pipeline.md").write_text(table + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

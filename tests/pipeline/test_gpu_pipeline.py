@@ -1,0 +1,129 @@
+"""The pipeline with backend "cuda" on a real dask_cuda.LocalCUDACluster (GPU machines only)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+import zarr
+from scipy import ndimage
+
+import tilelabel
+from tests.conftest import write_zarr
+from tilelabel.connectivity import structure
+from tilelabel.kernels.backends import cuda_available
+from tilelabel.synth import random_volume
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU usable through CuPy"),
+    pytest.mark.skipif(importlib.util.find_spec("dask_cuda") is None, reason="needs dask-cuda"),
+]
+
+
+def gpu_count() -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+@pytest.fixture(scope="module")
+def cuda_client():
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    with LocalCUDACluster(n_workers=1, threads_per_worker=2, dashboard_address=None) as cl:
+        with Client(cl, set_as_default=False) as c:
+            yield c
+
+
+CASES = [
+    ((40, 37, 29), (8, 9, 10), (16, 18, 20), 26),
+    ((40, 37, 29), (8, 9, 10), (8, 9, 10), 6),
+    ((33, 31, 27), (5, 5, 5), (10, 15, 5), 18),
+    ((45, 40, 50), (5, 8, 10), None, 26),
+    ((130, 97), (16, 16), (32, 48), 8),
+    ((130, 97), (16, 16), (16, 96), 4),
+    ((300, 260), (64, 64), None, 8),
+]
+
+
+@pytest.mark.parametrize("shape, storage, chunks, conn", CASES)
+def test_cuda_pipeline_equals_scipy(tmp_path, cuda_client, shape, storage, chunks, conn):
+    for density, granularity in ((0.35, 1), (0.6, 2)):
+        img = random_volume(shape, density, granularity, seed=sum(shape) + granularity)
+        src = write_zarr(tmp_path / f"in{granularity}.zarr", img, storage)
+        dst = str(tmp_path / f"out{granularity}.zarr")
+        n = tilelabel.label_zarr(
+            src, dst, connectivity=conn, chunks=chunks, backend="cuda", client=cuda_client
+        )
+        ref, rn = ndimage.label(img, structure(len(shape), conn))
+        assert n == rn
+        np.testing.assert_array_equal(zarr.open_array(dst)[...], ref)
+
+
+def test_cpu_and_gpu_outputs_identical(tmp_path, cuda_client, client):
+    img = random_volume((64, 48, 40), 0.3, 1, seed=11)
+    src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 8))
+    for conn in (6, 26):
+        a, b = str(tmp_path / f"cpu{conn}.zarr"), str(tmp_path / f"gpu{conn}.zarr")
+        tilelabel.label_zarr(
+            src, a, connectivity=conn, chunks=(32, 16, 16), backend="cpu", client=client
+        )
+        tilelabel.label_zarr(
+            src, b, connectivity=conn, chunks=(16, 48, 8), backend="cuda", client=cuda_client
+        )
+        za, zb = zarr.open_array(a), zarr.open_array(b)
+        assert za.dtype == zb.dtype and za.chunks == zb.chunks
+        np.testing.assert_array_equal(za[...], zb[...])
+        ma, mb = dict(za.attrs["tilelabel"]), dict(zb.attrs["tilelabel"])
+        assert ma.pop("backend") == "cpu" and mb.pop("backend") == "cuda"
+        assert ma == mb
+
+
+def test_cupy_arrays_label_on_the_gpu():
+    import cupy as cp
+
+    img = random_volume((70, 50, 60), 0.3, 1, seed=3)
+    labels, n = tilelabel.label(cp.asarray(img))
+    assert isinstance(labels, cp.ndarray)
+    ref, rn = ndimage.label(img, np.ones((3, 3, 3)))
+    assert n == rn
+    np.testing.assert_array_equal(labels.get(), ref)
+
+
+def test_chunk_too_large_for_the_gpu(tmp_path, cuda_client):
+    # nothing is written to this array: zarr serves its chunks as fill values
+    big = zarr.create_array(
+        str(tmp_path / "big.zarr"), shape=(8192, 8192, 8192), chunks=(512, 512, 512), dtype="u1"
+    )
+    with pytest.raises(ValueError, match=r"needs about .* GiB of GPU memory .* use --chunks"):
+        tilelabel.label_zarr(
+            big.store_path.store.root,
+            str(tmp_path / "out.zarr"),
+            chunks=(8192, 8192, 8192),
+            backend="cuda",
+            client=cuda_client,
+        )
+    assert not (tmp_path / "out.zarr").exists()
+
+
+@pytest.mark.skipif(not cuda_available() or gpu_count() < 2, reason="needs two GPUs")
+def test_two_gpus(tmp_path):
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client, get_task_stream
+
+    img = random_volume((96, 80, 72), 0.3, 1, seed=5)
+    src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 24))
+    with LocalCUDACluster(CUDA_VISIBLE_DEVICES="0,1", dashboard_address=None) as cl:
+        with Client(cl, set_as_default=False) as c:
+            assert len(c.scheduler_info()["workers"]) == 2
+            with get_task_stream(c) as ts:
+                n = tilelabel.label_zarr(
+                    src, str(tmp_path / "out.zarr"), chunks=(32, 32, 24), backend="cuda", client=c
+                )
+            assert len({t["worker"] for t in ts.data}) == 2  # both GPUs labeled chunks
+    ref, rn = ndimage.label(img, np.ones((3, 3, 3)))
+    assert n == rn
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], ref)
