@@ -72,7 +72,8 @@ struct Geo {
     g.hw1 = hw1;                                                                          \
     g.hw2 = hw2;
 
-// The slot (top-left voxel) of the block that holds voxel v.
+// The slot (top-left voxel) of the block that holds voxel v.  Not used by the kernels any more
+// (the forest stores slots, so Find needs no division); kept with fdiv for diagnostics.
 template <typename T, bool IS3D>
 __device__ __forceinline__ T slot_of(T v, const Geo<T>& g) {
     if (IS3D) {
