@@ -28,18 +28,20 @@ Kernel = Callable[[Any, np.dtype], tuple[Any, int]]
 _MODULES = {"cpu": "tilelabel.kernels.cpu", "cuda": "tilelabel.kernels.gpu"}
 
 #: Default algorithm per (backend, ndim, connectivity): block-based where blocks serve the
-#: connectivity (full connectivity), pixel-based union-find otherwise.
+#: connectivity (full connectivity), pixel-based otherwise. The CUDA choices are the fastest in
+#: most rows of benchmarks/RESULTS.md (H200, 2026-11-21): bke in 12 of 18 block rows, pixel
+#: Komura equivalence (ke) in 24 of 30 rows at 4/6/18 connectivity.
 DEFAULTS: dict[tuple[str, int, int], str] = {
     ("cpu", 2, 4): "uf",
     ("cpu", 2, 8): "bke",
     ("cpu", 3, 6): "uf",
     ("cpu", 3, 18): "uf",
     ("cpu", 3, 26): "bke",
-    ("cuda", 2, 4): "uf",
-    ("cuda", 2, 8): "bke_ic",
-    ("cuda", 3, 6): "uf",
-    ("cuda", 3, 18): "uf",
-    ("cuda", 3, 26): "bke_ic",
+    ("cuda", 2, 4): "ke",
+    ("cuda", 2, 8): "bke",
+    ("cuda", 3, 6): "ke",
+    ("cuda", 3, 18): "ke",
+    ("cuda", 3, 26): "bke",
 }
 
 
