@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 from tilelabel._version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tilelabel.api import label, label_zarr
+    from tilelabel.api import label, label_zarr, regionprops
 
-__all__ = ["__version__", "label", "label_zarr"]
+__all__ = ["__version__", "label", "label_zarr", "regionprops"]
 
 
 def __getattr__(name: str):
-    if name in ("label", "label_zarr"):
+    if name in ("label", "label_zarr", "regionprops"):
         from tilelabel import api
 
         return getattr(api, name)

@@ -18,6 +18,7 @@ examples:
   tilelabel label in.zarr out.zarr --scheduler tcp://10.0.0.5:8786
   tilelabel label image.ome.zarr --channel 1 --ome-labels nuclei   # into image.ome.zarr/labels
   tilelabel label s3://bucket/in.zarr s3://bucket/out.zarr         # fsspec URLs (s3fs, gcsfs)
+  tilelabel label in.zarr out.zarr --stats stats.parquet --min-size 100 --intensity img.zarr
   tilelabel label --config configs/local-cpu.yaml --overwrite
   tilelabel label --config configs/slurm-gpu.yaml in.zarr out.zarr   # flags override the file
 """
@@ -94,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument(
         "--overwrite", action="store_true", default=None, help="replace OUTPUT if it exists"
     )
+    lab.add_argument(
+        "--stats",
+        metavar="PATH",
+        help="write per-component statistics (regionprops_table columns) as Parquet to PATH",
+    )
+    lab.add_argument(
+        "--intensity", metavar="ZARR", help="zarr array of the input's shape: intensity statistics"
+    )
+    lab.add_argument("--min-size", type=int, metavar="N", help="drop components of < N voxels")
+    lab.add_argument("--max-size", type=int, metavar="N", help="drop components of > N voxels")
     lab.add_argument("--config", help="YAML run config; flags given here override it")
     ome = lab.add_argument_group("OME-Zarr image input")
     ome.add_argument("--channel", type=int, help="channel to label (index along the c axis)")
@@ -162,6 +173,10 @@ def _label(args: argparse.Namespace) -> int:
         "channel",
         "timepoint",
         "ome_labels",
+        "stats",
+        "intensity",
+        "min_size",
+        "max_size",
     ):
         value = getattr(args, key)
         if value is not None:

@@ -12,7 +12,7 @@ import itertools
 import operator
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dask.array as da
@@ -21,6 +21,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from tilelabel.pipeline import merge, numbering
+from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.local import label_block, summarize
 from tilelabel.pipeline.plan import ChunkPlan, forward_steps
 
@@ -36,6 +37,11 @@ def materialize(block: Any, slices: tuple[slice, ...]) -> np.ndarray:
 
 def _summarize(block, slices, *args):
     return summarize(materialize(block, slices), *args)
+
+
+def _summarize_stats(block, ivals, slices, *args):
+    intensity = None if ivals is None else materialize(ivals, slices)
+    return summarize(materialize(block, slices), *args, stats=True, intensity=intensity)
 
 
 def _pairs(borders, steps, neighbours, connectivity):
@@ -71,6 +77,10 @@ class MergeGraph:
     count: da.Array
     #: the graph layer that holds the specs (what a Delayed of any of them names)
     layer: str
+    #: with statistics or a size filter: per chunk index, the key of its local statistics
+    #: (persist them with the summaries) and, with a table, of its rows of the table
+    stats_keys: dict[tuple[int, ...], Key] = field(default_factory=dict)
+    table_keys: dict[tuple[int, ...], Key] = field(default_factory=dict)
 
     def delayed(self, key: Key) -> Delayed:
         """A Delayed for any key of the graph (a spec or a summary part), for computing it."""
@@ -83,8 +93,14 @@ def build_merge_graph(
     connectivity: int,
     backend: str,
     algorithm: str | None = None,
+    stats: stats_mod.StatsOptions | None = None,
+    intensity: Source | None = None,
 ) -> MergeGraph:
-    """From chunk blocks to per-chunk LUT specs and the component count."""
+    """From chunk blocks to per-chunk LUT specs and the component count.
+
+    ``stats`` (None: labels only, the default path) adds per-chunk statistics (over the blocks
+    of ``intensity`` if given), their border merge, a size filter and per-chunk table rows.
+    """
     token = source.token or uuid.uuid4().hex
     shape = plan.shape
     idxs = list(plan.indices())
@@ -95,9 +111,12 @@ def build_merge_graph(
     dsk: dict[Key, Any] = {}
     for idx in idxs:
         open_faces = tuple((idx[a] > 0, idx[a] < plan.grid[a] - 1) for a in range(plan.ndim))
+        head = (_summarize, source.block(idx))
+        if stats is not None:
+            ivals = None if intensity is None else intensity.block(idx)
+            head = (_summarize_stats, source.block(idx), ivals)
         dsk[k("summary", idx)] = (
-            _summarize,
-            source.block(idx),
+            *head,
             plan.slices(idx),
             f"chunk {idx} at {plan.offset(idx)}",
             plan.offset(idx),
@@ -110,6 +129,9 @@ def build_merge_graph(
         dsk[k("borders", idx)] = (operator.getitem, k("summary", idx), 0)
         dsk[k("counts", idx)] = (operator.getitem, k("summary", idx), 1)
         dsk[k("keys", idx)] = (_keys_of, k("counts", idx))
+        if stats is not None:
+            dsk[k("stats", idx)] = (operator.getitem, k("summary", idx), 2)
+            dsk[k("bstats", idx)] = (stats_mod.border_rows, k("stats", idx), k("counts", idx))
 
     steps = forward_steps(plan.ndim)
     pair_keys = []
@@ -128,6 +150,27 @@ def build_merge_graph(
     for i, idx in enumerate(idxs):
         dsk[k("roots", idx)] = (operator.getitem, k("resolve"), i)
 
+    # extra trailing argument of the numbering steps: the roots a size filter drops
+    drop: dict[tuple[int, ...], tuple] = {idx: () for idx in idxs}
+    if stats is not None:
+        dsk[k("mstats")] = (
+            stats_mod.merge,
+            [k("bstats", idx) for idx in idxs],
+            *(k("roots", idx) for idx in idxs),
+        )
+        for i, idx in enumerate(idxs):
+            dsk[k("mstats", idx)] = (operator.getitem, k("mstats"), i)
+            if stats.filtering:
+                dsk[k("dropped", idx)] = (
+                    stats_mod.dropped,
+                    k("stats", idx),
+                    k("counts", idx),
+                    k("roots", idx),
+                    k("mstats", idx),
+                    stats,
+                )
+                drop[idx] = (k("dropped", idx),)
+
     for idx in idxs:
         dsk[k("rowcounts", idx)] = (
             numbering.corrected_counts,
@@ -136,6 +179,7 @@ def build_merge_graph(
             plan.offset(idx),
             shape,
             plan.block_shape(idx),
+            *drop[idx],
         )
     # raster-order exclusive prefix of the row counts: level 1 groups the chunks of one chunk
     # row (members along the last grid axis), level L groups level L-1's totals along grid axis
@@ -173,6 +217,7 @@ def build_merge_graph(
             plan.offset(idx),
             shape,
             plan.block_shape(idx),
+            *drop[idx],
         )
     dsk[k("distribute")] = (
         numbering.distribute,
@@ -186,8 +231,24 @@ def build_merge_graph(
             k("roots", idx),
             k("offsets", idx),
             (operator.getitem, k("distribute"), i),
+            *drop[idx],
         )
-    graph = HighLevelGraph.from_collections(count_name, dsk, dependencies=source.dependencies or [])
+    table_keys = {}
+    if stats is not None and stats.table:
+        for idx in idxs:
+            table_keys[idx] = k("table", idx)
+            dsk[table_keys[idx]] = (
+                stats_mod.chunk_table,
+                k("stats", idx),
+                k("counts", idx),
+                k("roots", idx),
+                k("mstats", idx),
+                k("spec", idx),
+            )
+    deps = list(source.dependencies or [])
+    if intensity is not None:
+        deps += list(intensity.dependencies or [])
+    graph = HighLevelGraph.from_collections(count_name, dsk, dependencies=deps)
     return MergeGraph(
         plan,
         graph,
@@ -195,6 +256,8 @@ def build_merge_graph(
         {idx: k("spec", idx) for idx in idxs},
         da.Array(graph, count_name, (), dtype=np.int64),
         count_name,
+        {idx: k("stats", idx) for idx in idxs} if stats is not None else {},
+        table_keys,
     )
 
 

@@ -88,13 +88,21 @@ def summarize(
     backend: str,
     connectivity: int,
     algorithm: str | None,
-) -> tuple[Borders, Counts]:
+    stats: bool = False,
+    intensity: np.ndarray | None = None,
+) -> tuple[Borders, Counts] | tuple[Borders, Counts, dict[str, np.ndarray]]:
     """Label one chunk and return what the merge and the numbering need from it.
 
     ``open_faces[axis][side]`` says whether another chunk lies beyond that face; only labels on
-    such faces take part in the merge.
+    such faces take part in the merge. With ``stats``, a third item: the statistics of every
+    local label in global coordinates (:meth:`Backend.label_stats`, over ``intensity`` if given).
     """
     check_block(block, where)
+    if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
+        raise ValueError(
+            f"intensity block of shape {intensity.shape} in {where} differs from the input's "
+            f"{block.shape}"
+        )
     labels, n, be = label_block(block, backend, connectivity, algorithm)
     first = be.first_indices(labels, n)
     ndim = block.ndim
@@ -115,5 +123,9 @@ def summarize(
     rows = int(np.prod(block.shape[:-1]))
     row_counts = np.bincount(first // x, minlength=rows).astype(np.int64)
     row_counts = row_counts.reshape(block.shape[:-1])
+    if stats:
+        table = be.label_stats(labels, n, offset, intensity)
+        del labels
+        return Borders(faces, ids, keys), Counts(n, row_counts, ids, keys), table
     del labels
     return Borders(faces, ids, keys), Counts(n, row_counts, ids, keys)

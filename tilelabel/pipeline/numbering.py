@@ -9,7 +9,7 @@ lookup table of every label.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,10 +30,17 @@ class LutSpec:
     #: local ids of all border labels and their final global labels
     border_ids: np.ndarray
     border_finals: np.ndarray
+    #: local ids of component roots dropped by a size filter (mapped to 0), sorted
+    dropped: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
-def _demoted(counts: Counts, roots: np.ndarray) -> np.ndarray:
-    return counts.ids[roots != counts.keys]
+def _demoted(counts: Counts, roots: np.ndarray, dropped: np.ndarray | None = None) -> np.ndarray:
+    """Local ids that get no number of their own: border labels merged into an earlier root,
+    and (with a size filter) the dropped roots."""
+    merged = counts.ids[roots != counts.keys]
+    if dropped is None or dropped.size == 0:
+        return merged
+    return np.concatenate([merged, dropped])
 
 
 def corrected_counts(
@@ -42,8 +49,10 @@ def corrected_counts(
     offset: tuple[int, ...],
     shape: tuple[int, ...],
     block_shape: tuple[int, ...],
+    dropped: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Roots per row of the chunk: local first voxels minus those merged into an earlier root.
+    """Roots per row of the chunk: local first voxels minus those merged into an earlier root
+    (and minus the roots a size filter drops, local ids ``dropped``).
 
     Shaped ``block_shape[:-1] + (1,)``: one count per row segment, ready to stitch into the
     chunked array of all row segments.
@@ -52,6 +61,9 @@ def corrected_counts(
     demoted_keys = counts.keys[roots != counts.keys]
     if demoted_keys.size:
         np.subtract.at(rc, key_rows(demoted_keys, block_shape, offset, shape), 1)
+    if dropped is not None and dropped.size:
+        # label l's first voxel lies in the row whose inclusive cumulative count reaches l
+        np.subtract.at(rc, np.searchsorted(np.cumsum(counts.row_counts), dropped), 1)
     return rc.reshape(block_shape[:-1] + (1,))
 
 
@@ -90,17 +102,22 @@ def border_finals(
     offset: tuple[int, ...],
     shape: tuple[int, ...],
     block_shape: tuple[int, ...],
+    dropped: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Final labels of the border components whose root (first voxel) lies in this chunk."""
+    """Final labels of the border components whose root (first voxel) lies in this chunk
+    (0 for the roots in ``dropped``)."""
     row_start = _row_start(counts)
-    demoted = np.sort(_demoted(counts, roots))
+    demoted = np.sort(_demoted(counts, roots, dropped))
     is_root = roots == counts.keys
     ids, keys = counts.ids[is_root], counts.keys[is_root]
     rows = key_rows(keys, block_shape, offset, shape)
     start = row_start[rows]
     before = np.searchsorted(demoted, ids) - np.searchsorted(demoted, start + 1)
     rank = (ids - 1 - start) - before
-    return keys, 1 + row_offset.reshape(-1)[rows] + rank
+    finals = 1 + row_offset.reshape(-1)[rows] + rank
+    if dropped is not None and dropped.size:
+        finals[np.isin(ids, dropped)] = 0
+    return keys, finals
 
 
 def _row_start(counts: Counts) -> np.ndarray:
@@ -120,15 +137,20 @@ def distribute(
 
 
 def lut_spec(
-    counts: Counts, roots: np.ndarray, row_offset: np.ndarray, finals: np.ndarray
+    counts: Counts,
+    roots: np.ndarray,
+    row_offset: np.ndarray,
+    finals: np.ndarray,
+    dropped: np.ndarray | None = None,
 ) -> LutSpec:
     return LutSpec(
         n=counts.n,
         row_start=_row_start(counts),
         row_offset=row_offset.reshape(-1).astype(np.int64),
-        demoted=np.sort(_demoted(counts, roots)),
+        demoted=np.sort(_demoted(counts, roots, dropped)),
         border_ids=counts.ids,
         border_finals=finals,
+        dropped=np.empty(0, np.int64) if dropped is None else dropped,
     )
 
 
@@ -147,4 +169,5 @@ def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
     start = spec.row_start[seg]
     lut[1:] = 1 + spec.row_offset[seg] + (cum[ids - 1] - cum[start])
     lut[spec.border_ids] = spec.border_finals
+    lut[spec.dropped] = 0
     return lut

@@ -12,6 +12,7 @@ in its attributes only once every chunk is written.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ from tilelabel._version import __version__
 from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import resolve_backend
 from tilelabel.pipeline import ome, zarr_io
+from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.cluster import connect
 from tilelabel.pipeline.graph import Source, build_merge_graph, materialize, relabel
 from tilelabel.pipeline.local import local_dtype
@@ -41,6 +43,8 @@ class Result:
     seconds: float
     dtype: str
     backend: str
+    #: the statistics table (``stats=True``)
+    table: Any = None
 
     def summary(self) -> str:
         rate = self.voxels / self.seconds if self.seconds > 0 else float("inf")
@@ -117,7 +121,11 @@ def label_zarr(
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
     return_result: bool = False,
-) -> int | Result:
+    stats: bool | str | None = None,
+    intensity: str | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+) -> int | Result | tuple:
     """Label the zarr array ``src`` into a new zarr array ``dst``; return the component count.
 
     Parameters
@@ -150,8 +158,19 @@ def label_zarr(
         written into the image's ``labels/`` group (``dst=None``: the name ``tilelabel``).
     progress
         Show a progress bar per phase.
+    stats
+        Per-component statistics (see :func:`tilelabel.regionprops` for the columns), computed
+        in the labeling pass and merged across chunk borders: ``True`` returns
+        ``(count, DataFrame)`` (``Result.table`` with ``return_result``); a path or URL writes
+        them as Parquet there, one slab of chunks at a time.
+    intensity
+        Path or URL of a zarr array of the same shape: adds intensity sum, mean, min and max.
+    min_size, max_size
+        Keep only components of at least / at most this many voxels (inclusive); the output is
+        numbered 1..count in raster order, as ``scipy.ndimage.label`` of the filtered volume.
     """
     start = time.perf_counter()
+    opts = stats_mod.options(bool(stats), min_size, max_size, intensity is not None)
     image = ome.open_image(src, storage_options, channel, timepoint)  # None: not OME-Zarr
     src_arr = image.array if image else zarr_io.open_input(src, storage_options)
     lead = image.index if image else ()  # the selected time point and channel
@@ -176,6 +195,12 @@ def label_zarr(
     if image is not None:
         src_url = image.array_url
     source = zarr_io.ZarrSource(src_url, storage_options, lead)
+    isource = None
+    if intensity is not None:
+        if tuple(zarr_io.open_input(intensity, storage_options).shape) != shape:
+            raise ValueError(f"intensity {intensity} does not have the input's shape {shape}")
+        ivals = zarr_io.ZarrSource(zarr_io.normalize_url(intensity), storage_options)
+        isource = Source(lambda idx: ivals)
     log.info(
         "labeling %s %s in %d chunks of up to %s",
         shape,
@@ -185,24 +210,32 @@ def label_zarr(
     )
 
     with connect(client, scheduler, workers, backend, cluster=cluster) as c:
+        if chunks is None:  # small volumes get smaller chunks, so that every worker thread works
+            threads = sum(w["nthreads"] for w in c.scheduler_info()["workers"].values()) or 1
+            target = min(DEFAULT_TARGET_VOXELS[backend], int(np.prod(shape)) // (2 * threads))
+            plan = plan_for_storage(shape, storage, None, int(target))
         if backend == "cuda":
             _check_cuda_on_workers(c, plan, storage, local_dtype(plan.max_block_shape(), conn))
-        graph = build_merge_graph(Source(lambda idx: source), plan, conn, backend, algorithm)
+        graph = build_merge_graph(
+            Source(lambda idx: source), plan, conn, backend, algorithm, opts, isource
+        )
         idxs = list(plan.indices())
         # phase 1 on its own, so that its bar counts chunks; its results stay on the workers and
         # phase 2's submission finds them there instead of recomputing them
+        per = [(*graph.summary_keys[i], *([graph.stats_keys[i]] if opts else [])) for i in idxs]
         summaries = c.persist(
-            [graph.delayed(key) for idx in idxs for key in graph.summary_keys[idx]],
-            optimize_graph=False,
+            [graph.delayed(key) for keys in per for key in keys], optimize_graph=False
         )
-        _wait(c, futures_of(summaries[::2]), "labeling", progress)
+        _wait(c, futures_of(summaries[:: len(per[0])]), "labeling", progress)
         # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
         # optimizing them as separate collections would rename those shared keys
+        tables = [graph.delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
         *spec_futures, count_future = c.compute(
-            [*(graph.delayed(graph.spec_keys[i]) for i in idxs), graph.count],
+            [*tables, *(graph.delayed(graph.spec_keys[i]) for i in idxs), graph.count],
             optimize_graph=False,
         )
-        _wait(c, [*spec_futures, count_future], "merging", progress)
+        table_futures, spec_futures = spec_futures[: len(tables)], spec_futures[len(tables) :]
+        _wait(c, [*spec_futures, count_future, *table_futures], "merging", progress)
         del summaries
         count = int(count_future.result())
         out_dtype = label_dtype(count, dtype)
@@ -217,6 +250,8 @@ def label_zarr(
                 "complete": False,
             }
         }
+        if opts is not None and opts.filtering:
+            attrs["tilelabel"].update(min_size=opts.min_size, max_size=opts.max_size)
         if ome_name:
             out, dst_url, out_lead = ome.create_labels(
                 image, ome_name, out_dtype, attrs, overwrite, storage_options
@@ -251,9 +286,21 @@ def label_zarr(
         out.attrs.update(attrs)
         if ome_name:
             ome.publish_labels(image, ome_name, storage_options)
+        table = None
+        if table_futures:
+            table = stats_mod.collect(
+                c,
+                table_futures,
+                idxs,
+                stats_mod.columns(len(shape), isource is not None),
+                path=None if stats is True else os.fspath(stats),
+                frame=stats is True,
+            )
 
     result = Result(
-        count, int(np.prod(shape)), time.perf_counter() - start, str(out_dtype), backend
+        count, int(np.prod(shape)), time.perf_counter() - start, str(out_dtype), backend, table
     )
     log.debug("%s", result.summary())
-    return result if return_result else count
+    if return_result:
+        return result
+    return (count, table) if stats is True else count
