@@ -86,6 +86,8 @@ def test_big_components_and_row_shapes(shape):
 
 
 def test_backend_and_pipeline_on_gpu():
+    pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
     img = random_volume((40, 44, 48), 0.15, 1, seed=2)
     intensity = np.random.default_rng(0).integers(0, 255, img.shape).astype(np.uint8)
     labels, n = ndimage.label(img, np.ones((3, 3, 3)))
