@@ -86,55 +86,89 @@ def forward_offsets(shape: tuple[int, int, int], ndim: int) -> np.ndarray:
     return np.array([2 * (dy * sy + dx) for dy, dx in FORWARD_2D], np.int64)
 
 
+#: LOWBIT[c]: index of the lowest set bit of a 13-bit connection mask (iterating over set bits
+#: only keeps the loop free of one unpredictable branch per neighbour).
+LOWBIT = np.array([0] + [(c & -c).bit_length() - 1 for c in range(1, 1 << 13)], np.uint8)
+
+# Neighbours of X that are also forward neighbours of an earlier neighbour A, as a shift and a
+# mask mapping A's connection bits onto X's (see _skip3). A block connected to X and to A is in
+# A's tree once A has been processed, so when X is connected to A it needs no union of its own.
+# W = (0, 0, -1), bit 12: X's (dz, dy, dx) is W's (dz, dy, dx + 1).
+# U = (0, -1, 0), bit 10: X's (dz, dy, dx) is U's (dz, dy + 1, dx).
+# P = (-1, 0, 0), bit 4: X's (-1, dy, dx) is P's (0, dy, dx).
+_W3_MASK = 0b110_1101_1011
+_U3_MASK = 0b10_0011_1111
+_P3_MASK = 0b1111
+
+
 # ----------------------------------------------------------------------------------------------
-# Block masks
+# Block masks and connections
 
 
 @numba.njit(cache=True, nogil=True)
-def _mask3(img, o, sy, sz, hx, hy, hz):
-    # The flags are constant along a block row, so these branches predict perfectly.
-    m = np.int64(img[o] != 0)
-    if hx:
-        m |= np.int64(img[o + 1] != 0) << 1
-    if hy:
-        m |= np.int64(img[o + sy] != 0) << 2
-        if hx:
-            m |= np.int64(img[o + sy + 1] != 0) << 3
-    if hz:
-        m |= np.int64(img[o + sz] != 0) << 4
-        if hx:
-            m |= np.int64(img[o + sz + 1] != 0) << 5
-        if hy:
-            m |= np.int64(img[o + sz + sy] != 0) << 6
-            if hx:
-                m |= np.int64(img[o + sz + sy + 1] != 0) << 7
-    return m
+def _rows(img, zero, o, sy, sz, hy, hz, nx):
+    # The four input rows a block row reads (a missing row past the border reads as zeros), as
+    # views indexed from 0, so the inner loops index with provably non-negative integers.
+    r00 = img[o : o + nx]
+    r01 = img[o + sy : o + sy + nx] if hy else zero
+    r10 = img[o + sz : o + sz + nx] if hz else zero
+    r11 = img[o + sz + sy : o + sz + sy + nx] if hy and hz else zero
+    return r00, r01, r10, r11
 
 
 @numba.njit(cache=True, nogil=True)
-def _mask3_full(img, o, sy, sz):
+def _mask(r00, r01, r10, r11, x, x1, hx):
+    # Bit k: voxel (k >> 2, (k >> 1) & 1, k & 1) of the block is foreground. x1 = min(x + 1, last)
+    # and the 0/1 multiplier hx replace a branch: a helper that takes arrays and branches costs
+    # numba reference-count traffic on every call, which dominated the scan.
     return (
-        np.int64(img[o] != 0)
-        | (np.int64(img[o + 1] != 0) << 1)
-        | (np.int64(img[o + sy] != 0) << 2)
-        | (np.int64(img[o + sy + 1] != 0) << 3)
-        | (np.int64(img[o + sz] != 0) << 4)
-        | (np.int64(img[o + sz + 1] != 0) << 5)
-        | (np.int64(img[o + sz + sy] != 0) << 6)
-        | (np.int64(img[o + sz + sy + 1] != 0) << 7)
+        np.int64(r00[x] != 0)
+        | (np.int64(r01[x] != 0) << 2)
+        | (np.int64(r10[x] != 0) << 4)
+        | (np.int64(r11[x] != 0) << 6)
+        | (
+            (
+                (np.int64(r00[x1] != 0) << 1)
+                | (np.int64(r01[x1] != 0) << 3)
+                | (np.int64(r10[x1] != 0) << 5)
+                | (np.int64(r11[x1] != 0) << 7)
+            )
+            * hx
+        )
     )
 
 
 @numba.njit(cache=True, nogil=True)
-def _mask2(img, o, sy, hx, hy):
-    m = np.int64(img[o] != 0)
-    if hx:
-        m |= np.int64(img[o + 1] != 0) << 1
-    if hy:
-        m |= np.int64(img[o + sy] != 0) << 2
-        if hx:
-            m |= np.int64(img[o + sy + 1] != 0) << 3
-    return m
+def _conn3(T, m, p0, p1, p2, c0, c1, bx):
+    # Bit d set: forward neighbour d (FORWARD_3D order) is connected to the block. Mask rows are
+    # padded by one block on the left, so neighbour column bx + dx sits at index bx + 1 + dx.
+    t = T[m]
+    return (
+        np.int64((t[0] & p0[bx]) != 0)
+        | (np.int64((t[1] & p0[bx + 1]) != 0) << 1)
+        | (np.int64((t[2] & p0[bx + 2]) != 0) << 2)
+        | (np.int64((t[3] & p1[bx]) != 0) << 3)
+        | (np.int64((t[4] & p1[bx + 1]) != 0) << 4)
+        | (np.int64((t[5] & p1[bx + 2]) != 0) << 5)
+        | (np.int64((t[6] & p2[bx]) != 0) << 6)
+        | (np.int64((t[7] & p2[bx + 1]) != 0) << 7)
+        | (np.int64((t[8] & p2[bx + 2]) != 0) << 8)
+        | (np.int64((t[9] & c0[bx]) != 0) << 9)
+        | (np.int64((t[10] & c0[bx + 1]) != 0) << 10)
+        | (np.int64((t[11] & c0[bx + 2]) != 0) << 11)
+        | (np.int64((t[12] & c1[bx]) != 0) << 12)
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def _skip3(conn, w, u, p):
+    # Connections of X already implied by those of W, U and P (full connection masks w, u, p);
+    # branch-free: -(bit) is all ones when X is connected to that neighbour.
+    return (
+        (((w >> 1) & _W3_MASK) & -((conn >> 12) & 1))
+        | (((u >> 3) & _U3_MASK) & -((conn >> 10) & 1))
+        | (((p >> 9) & _P3_MASK) & -((conn >> 4) & 1))
+    )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -156,132 +190,100 @@ def _info_slot(o, sy, sz, hx, hy, hz):
 
 
 @numba.njit(cache=True, nogil=True)
-def _conn3(T, m, p0, p1, p2, c0, c1, bx):
-    # Bit d set: forward neighbour d (FORWARD_3D order) is connected to the block.
-    t = T[m]
-    return (
-        np.int64((t[0] & p0[bx]) != 0)
-        | (np.int64((t[1] & p0[bx + 1]) != 0) << 1)
-        | (np.int64((t[2] & p0[bx + 2]) != 0) << 2)
-        | (np.int64((t[3] & p1[bx]) != 0) << 3)
-        | (np.int64((t[4] & p1[bx + 1]) != 0) << 4)
-        | (np.int64((t[5] & p1[bx + 2]) != 0) << 5)
-        | (np.int64((t[6] & p2[bx]) != 0) << 6)
-        | (np.int64((t[7] & p2[bx + 1]) != 0) << 7)
-        | (np.int64((t[8] & p2[bx + 2]) != 0) << 8)
-        | (np.int64((t[9] & c0[bx]) != 0) << 9)
-        | (np.int64((t[10] & c0[bx + 1]) != 0) << 10)
-        | (np.int64((t[11] & c0[bx + 2]) != 0) << 11)
-        | (np.int64((t[12] & c1[bx]) != 0) << 12)
-    )
-
-
-@numba.njit(cache=True, nogil=True)
-def buf3_scan(img, L, nz, ny, nx, T, off):
-    """BUF 3D: masks, connections and unions in one raster pass over the blocks."""
-    sy = nx
-    sz = ny * nx
-    sent = nz * sz
-    nby = (ny + 1) // 2
-    nbx = (nx + 1) // 2
-    # Rolling masks of the current and previous block plane, padded by one block on every side
-    # that a forward neighbour can fall off, so the border needs no bounds checks.
-    mb = np.zeros((2, nby + 1, nbx + 2), np.uint8)
-    for bz in range((nz + 1) // 2):
-        cur = mb[bz & 1]
-        prv = mb[(bz + 1) & 1]
-        z = 2 * bz
-        hz = z + 1 < nz
-        for by in range(nby):
-            y = 2 * by
-            hy = y + 1 < ny
-            p0 = prv[by]
-            p1 = prv[by + 1]
-            p2 = prv[by + 2] if by + 2 <= nby else prv[0]
-            c0 = cur[by]
-            c1 = cur[by + 1]
-            base = z * sz + y * sy
-            for bx in range(nbx):
-                o = base + 2 * bx
-                hx = 2 * bx + 1 < nx
-                if hx and hy and hz:
-                    m = _mask3_full(img, o, sy, sz)
-                else:
-                    m = _mask3(img, o, sy, sz, hx, hy, hz)
-                c1[bx + 1] = m
-                if m == 0:
-                    L[o] = sent
-                    continue
-                conn = _conn3(T, m, p0, p1, p2, c0, c1, bx)
-                r = np.int64(-1)
-                d = 0
-                while conn:
-                    if conn & 1:
-                        r = merge(L, o + off[d], r)
-                    conn >>= 1
-                    d += 1
-                L[o] = o if r < 0 else r
-    return 0
-
-
-@numba.njit(cache=True, nogil=True)
-def bke3_init(img, L, nz, ny, nx, T, off):
-    """BKE 3D initialization: link each block to its first connected neighbour, store its info.
-
-    The information integer (bits 0-7 foreground voxels, bits 8-20 connected forward neighbours)
-    goes into a voxel of the block other than its first; returns the information of a
-    single-voxel last block, which has no such voxel.
-    """
+def _scan3(img, L, nz, ny, nx, T, off, bke):
+    # One raster pass over the blocks. BUF (bke=False) performs every union at once; BKE's
+    # initialization (bke=True) links each block to its first connected neighbour and stores the
+    # information integer (bits 0-7 foreground voxels, bits 8-20 neighbours still to be united)
+    # for the reduction. Returns the information of a single-voxel last block (see _info_slot).
     sy = nx
     sz = ny * nx
     sent = nz * sz
     nby = (ny + 1) // 2
     nbx = (nx + 1) // 2
     last = np.int64(0)
+    # Masks and full connection masks of the current and previous block plane, padded by one
+    # block on every side a forward neighbour can fall off, so borders need no bounds checks.
     mb = np.zeros((2, nby + 1, nbx + 2), np.uint8)
+    cb = np.zeros((2, nby + 1, nbx + 2), np.uint16)
+    zero = np.zeros(nx, np.uint8)
     for bz in range((nz + 1) // 2):
-        cur = mb[bz & 1]
-        prv = mb[(bz + 1) & 1]
         z = 2 * bz
         hz = z + 1 < nz
+        cur = mb[bz & 1]
+        prv = mb[(bz + 1) & 1]
+        ccur = cb[bz & 1]
+        cprv = cb[(bz + 1) & 1]
         for by in range(nby):
             y = 2 * by
             hy = y + 1 < ny
+            base = z * sz + y * sy
+            r00, r01, r10, r11 = _rows(img, zero, base, sy, sz, hy, hz, nx)
+            Lr = L[base : base + nx]
             p0 = prv[by]
             p1 = prv[by + 1]
             p2 = prv[by + 2] if by + 2 <= nby else prv[0]
             c0 = cur[by]
             c1 = cur[by + 1]
-            base = z * sz + y * sy
+            cp = cprv[by + 1]
+            cu = ccur[by]
+            cc = ccur[by + 1]
+            w = np.int64(0)
             for bx in range(nbx):
-                o = base + 2 * bx
-                hx = 2 * bx + 1 < nx
-                if hx and hy and hz:
-                    m = _mask3_full(img, o, sy, sz)
-                else:
-                    m = _mask3(img, o, sy, sz, hx, hy, hz)
+                x = 2 * bx
+                hx = x + 1 < nx
+                m = _mask(r00, r01, r10, r11, x, min(x + 1, nx - 1), np.int64(hx))
                 c1[bx + 1] = m
                 if m == 0:
-                    L[o] = sent
+                    Lr[x] = sent
+                    cc[bx + 1] = 0
+                    w = 0
                     continue
                 conn = _conn3(T, m, p0, p1, p2, c0, c1, bx)
-                if conn:
-                    d = 0
-                    while not (conn >> d) & 1:
-                        d += 1
-                    L[o] = o + off[d]
-                else:
-                    L[o] = o
-                info = m | (conn << 8)
-                if hx:
-                    L[o + 1] = info
-                else:
-                    s = _info_slot(o, sy, sz, hx, hy, hz)
-                    if s >= 0:
-                        L[s] = info
+                cc[bx + 1] = conn
+                todo = conn & ~_skip3(conn, w, np.int64(cu[bx + 1]), np.int64(cp[bx + 1]))
+                w = conn
+                o = base + x
+                if bke:
+                    if conn:
+                        first = LOWBIT[conn]
+                        Lr[x] = o + off[first]
+                        todo &= ~(np.int64(1) << first)
                     else:
-                        last = info
+                        Lr[x] = o
+                    info = m | (todo << 8)
+                    if hx:
+                        Lr[x + 1] = info
+                    else:
+                        s = _info_slot(o, sy, sz, hx, hy, hz)
+                        if s >= 0:
+                            L[s] = info
+                        else:
+                            last = info
+                else:
+                    r = np.int64(-1)
+                    while todo:
+                        d = LOWBIT[todo]
+                        todo &= todo - 1
+                        r = merge(L, o + off[d], r)
+                    Lr[x] = o if r < 0 else r
     return last
+
+
+@numba.njit(cache=True, nogil=True)
+def buf3_scan(img, L, nz, ny, nx, T, off):
+    """BUF 3D: block masks, connections and unions in one raster pass over the blocks."""
+    return _scan3(img, L, nz, ny, nx, T, off, False)
+
+
+@numba.njit(cache=True, nogil=True)
+def bke3_init(img, L, nz, ny, nx, T, off):
+    """BKE 3D initialization: link each block to its first connected neighbour, store its info.
+
+    The information integer (bits 0-7 foreground voxels, bits 8-20 the forward neighbours the
+    reduction must still unite with) goes into a voxel of the block other than its first;
+    returns the information of a single-voxel last block, which has no such voxel.
+    """
+    return _scan3(img, L, nz, ny, nx, T, off, True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -289,87 +291,84 @@ def bke3_init(img, L, nz, ny, nx, T, off):
 
 
 @numba.njit(cache=True, nogil=True)
-def _conn2(T, m, c0, c1, bx):
-    t = T[m]
-    return (
-        np.int64((t[0] & c0[bx]) != 0)
-        | (np.int64((t[1] & c0[bx + 1]) != 0) << 1)
-        | (np.int64((t[2] & c0[bx + 2]) != 0) << 2)
-        | (np.int64((t[3] & c1[bx]) != 0) << 3)
-    )
+def _scan2(img, L, ny, nx, T, off, bke):
+    # The 2D counterpart of _scan3; forward neighbours 0-2 are the row above, 3 is W. X's
+    # (-1, dx) is W's (-1, dx + 1), and X's (-1, -1) is U's (0, -1).
+    sy = nx
+    sent = ny * nx
+    nbx = (nx + 1) // 2
+    last = np.int64(0)
+    mb = np.zeros((2, nbx + 2), np.uint8)
+    cb = np.zeros((2, nbx + 2), np.uint8)
+    zero = np.zeros(nx, np.uint8)
+    for by in range((ny + 1) // 2):
+        y = 2 * by
+        hy = y + 1 < ny
+        base = y * sy
+        r0, r1, _, _ = _rows(img, zero, base, sy, 0, hy, False, nx)
+        Lr = L[base : base + nx]
+        c0 = mb[(by + 1) & 1]
+        c1 = mb[by & 1]
+        cu = cb[(by + 1) & 1]
+        cc = cb[by & 1]
+        w = np.int64(0)
+        for bx in range(nbx):
+            x = 2 * bx
+            hx = x + 1 < nx
+            m = _mask(r0, r1, zero, zero, x, min(x + 1, nx - 1), np.int64(hx))
+            c1[bx + 1] = m
+            if m == 0:
+                Lr[x] = sent
+                cc[bx + 1] = 0
+                w = 0
+                continue
+            t = T[m]
+            conn = (
+                np.int64((t[0] & c0[bx]) != 0)
+                | (np.int64((t[1] & c0[bx + 1]) != 0) << 1)
+                | (np.int64((t[2] & c0[bx + 2]) != 0) << 2)
+                | (np.int64((t[3] & c1[bx]) != 0) << 3)
+            )
+            cc[bx + 1] = conn
+            skip = (((w >> 1) & 0b011) & -((conn >> 3) & 1)) | (
+                ((np.int64(cu[bx + 1]) >> 3) & 1) & -((conn >> 1) & 1)
+            )
+            todo = conn & ~skip
+            w = conn
+            o = base + x
+            if bke:
+                if conn:
+                    first = LOWBIT[conn]
+                    Lr[x] = o + off[first]
+                    todo &= ~(np.int64(1) << first)
+                else:
+                    Lr[x] = o
+                info = m | (todo << 8)
+                s = _info_slot(o, sy, 0, hx, hy, False)
+                if s >= 0:
+                    L[s] = info
+                else:
+                    last = info
+            else:
+                r = np.int64(-1)
+                while todo:
+                    d = LOWBIT[todo]
+                    todo &= todo - 1
+                    r = merge(L, o + off[d], r)
+                Lr[x] = o if r < 0 else r
+    return last
 
 
 @numba.njit(cache=True, nogil=True)
 def buf2_scan(img, L, ny, nx, T, off):
-    """BUF 2D: masks, connections and unions in one raster pass over the blocks."""
-    sy = nx
-    sent = ny * nx
-    nby = (ny + 1) // 2
-    nbx = (nx + 1) // 2
-    mb = np.zeros((nby + 1, nbx + 2), np.uint8)
-    for by in range(nby):
-        y = 2 * by
-        hy = y + 1 < ny
-        c0 = mb[by]
-        c1 = mb[by + 1]
-        base = y * sy
-        for bx in range(nbx):
-            o = base + 2 * bx
-            m = _mask2(img, o, sy, 2 * bx + 1 < nx, hy)
-            c1[bx + 1] = m
-            if m == 0:
-                L[o] = sent
-                continue
-            conn = _conn2(T, m, c0, c1, bx)
-            r = np.int64(-1)
-            d = 0
-            while conn:
-                if conn & 1:
-                    r = merge(L, o + off[d], r)
-                conn >>= 1
-                d += 1
-            L[o] = o if r < 0 else r
-    return 0
+    """BUF 2D: block masks, connections and unions in one raster pass over the blocks."""
+    return _scan2(img, L, ny, nx, T, off, False)
 
 
 @numba.njit(cache=True, nogil=True)
 def bke2_init(img, L, ny, nx, T, off):
     """BKE 2D initialization (see :func:`bke3_init`; bits 8-11 are the 4 forward neighbours)."""
-    sy = nx
-    sent = ny * nx
-    nby = (ny + 1) // 2
-    nbx = (nx + 1) // 2
-    last = np.int64(0)
-    mb = np.zeros((nby + 1, nbx + 2), np.uint8)
-    for by in range(nby):
-        y = 2 * by
-        hy = y + 1 < ny
-        c0 = mb[by]
-        c1 = mb[by + 1]
-        base = y * sy
-        for bx in range(nbx):
-            o = base + 2 * bx
-            hx = 2 * bx + 1 < nx
-            m = _mask2(img, o, sy, hx, hy)
-            c1[bx + 1] = m
-            if m == 0:
-                L[o] = sent
-                continue
-            conn = _conn2(T, m, c0, c1, bx)
-            if conn:
-                d = 0
-                while not (conn >> d) & 1:
-                    d += 1
-                L[o] = o + off[d]
-            else:
-                L[o] = o
-            info = m | (conn << 8)
-            s = _info_slot(o, sy, 0, hx, hy, False)
-            if s >= 0:
-                L[s] = info
-            else:
-                last = info
-    return last
+    return _scan2(img, L, ny, nx, T, off, True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -378,7 +377,7 @@ def bke2_init(img, L, ny, nx, T, off):
 
 @numba.njit(cache=True, nogil=True)
 def bke_reduce(L, nz, ny, nx, off, last):
-    """BKE reduction: union each block with the connected neighbours it was not linked to."""
+    """BKE reduction: unite each block with the neighbours its information integer lists."""
     sy = nx
     sz = ny * nx
     sent = nz * sz
@@ -387,28 +386,23 @@ def bke_reduce(L, nz, ny, nx, off, last):
         for y in range(0, ny, 2):
             hy = y + 1 < ny
             base = z * sz + y * sy
+            Lr = L[base : base + nx]
             for x in range(0, nx, 2):
-                o = base + x
-                if np.int64(L[o]) == sent:
+                if np.int64(Lr[x]) == sent:
                     continue
-                hx = x + 1 < nx
-                if hx:
-                    info = np.int64(L[o + 1])
+                if x + 1 < nx:
+                    todo = np.int64(Lr[x + 1]) >> 8
                 else:
-                    s = _info_slot(o, sy, sz, hx, hy, hz)
-                    info = np.int64(L[s]) if s >= 0 else last
-                conn = info >> 8
-                # The lowest neighbour is o's parent since the initialization.
-                conn &= conn - 1
-                if conn == 0:
+                    s = _info_slot(base + x, sy, sz, False, hy, hz)
+                    todo = (np.int64(L[s]) if s >= 0 else last) >> 8
+                if todo == 0:
                     continue
+                o = base + x
                 r = find(L, o)
-                d = 0
-                while conn:
-                    if conn & 1:
-                        r = merge(L, o + off[d], r)
-                    conn >>= 1
-                    d += 1
+                while todo:
+                    d = LOWBIT[todo]
+                    todo &= todo - 1
+                    r = merge(L, o + off[d], r)
     return 0
 
 
@@ -421,21 +415,20 @@ def flatten(L, nz, ny, nx):
     """
     sy = nx
     sz = ny * nx
-    sent = nz * sz
     k = np.int64(0)
     for z in range(0, nz, 2):
         for y in range(0, ny, 2):
             base = z * sz + y * sy
+            Lr = L[base : base + nx]
             for x in range(0, nx, 2):
+                # Branch-free (background and roots are unpredictable in noisy volumes): a
+                # background entry (the sentinel) and a root both read their own entry back.
                 o = base + x
-                p = np.int64(L[o])
-                if p == sent:
-                    continue
-                if p == o:
-                    L[o] = k
-                    k += 1
-                else:
-                    L[o] = L[p]
+                p = np.int64(Lr[x])
+                v = L[min(p, o)]
+                root = p == o
+                Lr[x] = k if root else v
+                k += root
     return k
 
 
@@ -460,32 +453,37 @@ def final_labeling(img, L, nz, ny, nx, ntrees):
     for z0 in range(0, nz, 2):
         for by in range(nby):
             base = z0 * sz + 2 * by * sy
+            Lb = L[base : base + nx]
             row = ids[by]
             for bx in range(nbx):
-                row[bx] = min(np.int64(L[base + 2 * bx]), ntrees)
+                row[bx] = min(np.int64(Lb[2 * bx]), ntrees)
         for z in range(z0, min(z0 + 2, nz)):
             for y in range(ny):
                 row = ids[y >> 1]
                 v = z * sz + y * sy
+                Lr = L[v : v + nx]
+                Ir = img[v : v + nx]
                 for bx in range(npairs):
+                    x = 2 * bx
                     i = row[bx]
                     r = remap[i]
-                    a = np.int64(img[v] != 0)
-                    b = np.int64(img[v + 1] != 0)
-                    if r == 0 and (a | b):
+                    a = np.int64(Ir[x] != 0)
+                    b = np.int64(Ir[x + 1] != 0)
+                    # One branch, taken only at a label's first voxel: testing r == 0 alone would
+                    # mispredict on every visit of a block whose first voxel lies further on.
+                    if (r == 0) & ((a | b) != 0):
                         r = nxt
                         remap[i] = nxt
                         nxt += 1
-                    L[v] = a * r
-                    L[v + 1] = b * r
-                    v += 2
+                    Lr[x] = a * r
+                    Lr[x + 1] = b * r
                 if nx & 1:
                     i = row[npairs]
                     r = remap[i]
-                    a = np.int64(img[v] != 0)
-                    if r == 0 and a:
+                    a = np.int64(Ir[nx - 1] != 0)
+                    if (r == 0) & (a != 0):
                         r = nxt
                         remap[i] = nxt
                         nxt += 1
-                    L[v] = a * r
+                    Lr[nx - 1] = a * r
     return nxt - 1

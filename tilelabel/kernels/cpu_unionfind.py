@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def find(L, n):
     """Root of ``n``, compressing the path from ``n`` to it."""
     r = np.int64(L[n])
@@ -37,7 +37,7 @@ def find(L, n):
     return r
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def merge(L, n, r):
     """Join the tree of ``n`` with the tree rooted at ``r`` (``r < 0``: none yet); new root."""
     if np.int64(L[n]) == r:
@@ -53,7 +53,7 @@ def merge(L, n, r):
     return r
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def union(L, a, b):
     """Join the trees of ``a`` and ``b`` under the smaller root; return that root."""
     ra = find(L, a)
