@@ -189,3 +189,73 @@ def test_missing_arguments(capsys):
     assert "missing INPUT and OUTPUT" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         run("synth", "x.zarr", "--shape", "10,0")
+
+
+def _run_on_terminal(argv, timeout=120):
+    """The command in a subprocess whose stderr is a pseudo-terminal; returns what it wrote."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    # a terminal of 24 rows and 100 columns (a new pty has no size: tqdm would draw no bar)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tilelabel.cli", *map(str, argv)],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], timeout)
+        if not ready:
+            proc.kill()
+            raise TimeoutError("no output from the command")
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    out = proc.stdout.read()
+    assert proc.wait(timeout) == 0, (out, b"".join(chunks))
+    return out, b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path, sched):
+    img = random_volume((24, 24, 24), 0.3, 1, seed=6)
+    src = write_zarr(tmp_path / "in.zarr", img, (12, 12, 12))
+    args = ["label", src, tmp_path / "a.zarr", "--scheduler", sched]
+    _, err = _run_on_terminal(args)
+    for phase in ("labeling", "merging", "writing"):
+        assert f"{phase}: 100%" in err, err
+    assert "8/8" in err  # the bars count chunks
+    _, err = _run_on_terminal([*args[:2], tmp_path / "b.zarr", *args[3:], "--quiet"])
+    assert "%|" not in err and "labeling" not in err, err
+    # (stderr not a terminal: no bar; see tests/pipeline/test_cluster.py)
+    ref = ndimage.label(img, np.ones((3, 3, 3)))[0]
+    for name in ("a.zarr", "b.zarr"):
+        np.testing.assert_array_equal(zarr.open_array(str(tmp_path / name))[...], ref)
+
+
+def test_verbose_logs_more_and_top_level_help(tmp_path, sched, capsys):
+    src = write_zarr(tmp_path / "in.zarr", random_volume((16, 16), 0.4, 1, seed=2), (8, 8))
+    assert run("label", src, tmp_path / "a.zarr", "--scheduler", sched) == 0
+    quiet = capsys.readouterr().err
+    assert run("label", src, tmp_path / "b.zarr", "--scheduler", sched, "-v") == 0
+    verbose = capsys.readouterr().err
+    assert "components in 256 voxels" in verbose and "components in" not in quiet
+    assert "tilelabel: labeling (16, 16)" in quiet
+    out = subprocess.run(
+        [sys.executable, "-m", "tilelabel.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "examples:" in out and "--config configs/slurm-gpu.yaml" in out and "--ome-labels" in out
