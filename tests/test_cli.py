@@ -231,7 +231,7 @@ def _run_on_terminal(argv, timeout=120):
 def test_progress_bar_on_a_terminal_only(tmp_path, sched):
     img = random_volume((24, 24, 24), 0.3, 1, seed=6)
     src = write_zarr(tmp_path / "in.zarr", img, (12, 12, 12))
-    args = ["label", src, tmp_path / "a.zarr", "--scheduler", sched]
+    args = ["label", src, tmp_path / "a.zarr", "--scheduler", sched, "--chunks", "12,12,12"]
     _, err = _run_on_terminal(args)
     for phase in ("labeling", "merging", "writing"):
         assert f"{phase}: 100%" in err, err
