@@ -116,7 +116,7 @@ def _rows(img, zero, o, sy, sz, hy, hz, nx):
     return r00, r01, r10, r11
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _mask(r00, r01, r10, r11, x, x1, hx):
     # Bit k: voxel (k >> 2, (k >> 1) & 1, k & 1) of the block is foreground. x1 = min(x + 1, last)
     # and the 0/1 multiplier hx replace a branch: a helper that takes arrays and branches costs
@@ -138,7 +138,7 @@ def _mask(r00, r01, r10, r11, x, x1, hx):
     )
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _conn3(T, m, p0, p1, p2, c0, c1, bx):
     # Bit d set: forward neighbour d (FORWARD_3D order) is connected to the block. Mask rows are
     # padded by one block on the left, so neighbour column bx + dx sits at index bx + 1 + dx.
@@ -160,7 +160,7 @@ def _conn3(T, m, p0, p1, p2, c0, c1, bx):
     )
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _skip3(conn, w, u, p):
     # Connections of X already implied by those of W, U and P (full connection masks w, u, p);
     # branch-free: -(bit) is all ones when X is connected to that neighbour.
@@ -228,6 +228,7 @@ def _scan3(img, L, nz, ny, nx, T, off, bke):
             cu = ccur[by]
             cc = ccur[by + 1]
             w = np.int64(0)
+            rw = np.int64(-1)
             for bx in range(nbx):
                 x = 2 * bx
                 hx = x + 1 < nx
@@ -261,11 +262,18 @@ def _scan3(img, L, nz, ny, nx, T, off, bke):
                             last = info
                 else:
                     r = np.int64(-1)
+                    if todo & 4096:
+                        # W's root is the one it ended with: no union has happened since.
+                        r = rw
+                        todo ^= 4096
                     while todo:
                         d = LOWBIT[todo]
                         todo &= todo - 1
-                        r = merge(L, o + off[d], r)
-                    Lr[x] = o if r < 0 else r
+                        n = o + off[d]
+                        if np.int64(L[n]) != r:
+                            r = merge(L, n, r)
+                    rw = o if r < 0 else r
+                    Lr[x] = rw
     return last
 
 
