@@ -27,6 +27,7 @@ import os
 import platform
 import resource
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -92,14 +93,16 @@ def cpu_cluster(workers: int) -> LocalCluster:
     )
 
 
-def gpu_cluster(gpus: int):
+def gpu_cluster(gpus: int, threads: int):
+    """A GPU worker per GPU with a fixed number of host threads each, so that adding GPUs adds
+    the host threads that come with them (as on a cluster of GPU nodes)."""
     from dask_cuda import LocalCUDACluster
 
     devices = ",".join(str(i) for i in range(gpus))
     return LocalCUDACluster(
         CUDA_VISIBLE_DEVICES=devices,
         dashboard_address=None,
-        threads_per_worker=max(1, (os.cpu_count() or 2) // gpus),
+        threads_per_worker=threads,
         memory_limit=0,
     )
 
@@ -118,9 +121,7 @@ def zarr_copy(src: str, dst: str, client: Client) -> None:
     client.compute(arr.astype(np.uint32).store(out, lock=False, compute=False)).result()
 
 
-def dask_image_label(src: str, dst: str, client: Client, limit: float) -> int:
-    """dask-image's label, stored; gives up after ``limit`` seconds (its graph grows with the
-    number of chunks much faster than linearly) and raises TimeoutError."""
+def dask_image_label(src: str, dst: str, client: Client) -> int:
     from dask_image import ndmeasure
 
     z = zarr.open_array(src)
@@ -133,17 +134,38 @@ def dask_image_label(src: str, dst: str, client: Client, limit: float) -> int:
         compressors=z.compressors,
         overwrite=True,
     )
-    stored = labels.store(out, lock=False, compute=False)
-    futures = client.compute([stored, n])
-    deadline = time.perf_counter() + limit
-    for f in futures:
-        f.result(timeout=max(0.0, deadline - time.perf_counter()))
-    return int(futures[1].result())
+    _, count = client.compute([labels.store(out, lock=False, compute=False), n], sync=True)
+    return int(count)
+
+
+def in_subprocess(method: str, src: str, dst: str, args) -> dict:
+    """Run one method in a child process killed after ``--time-limit`` seconds: dask-image can
+    spend longer than any limit building its graph, before a single task runs."""
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        method,
+        src,
+        dst,
+        "--cpu-workers",
+        str(args.cpu_workers),
+    ]
+    try:
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=args.time_limit, start_new_session=True
+        )
+    except subprocess.TimeoutExpired as e:
+        raise TimeoutError from e
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError(f"child failed: {done.stderr[-300:]}")
 
 
 def run_method(method: str, src: str, dst: str, args) -> dict:
     gpu = method in ("tilelabel-gpu", "copy-gpu")
-    cluster = gpu_cluster(args.gpus) if gpu else cpu_cluster(args.cpu_workers)
+    cluster = gpu_cluster(args.gpus, args.threads_per_gpu) if gpu else cpu_cluster(args.cpu_workers)
     with cluster, Client(cluster, set_as_default=False) as client:
         if gpu:
             client.run(GpuPoolSampler.start)
@@ -151,7 +173,7 @@ def run_method(method: str, src: str, dst: str, args) -> dict:
         if method.startswith("copy"):
             n = zarr_copy(src, dst, client)
         elif method == "dask-image":
-            n = dask_image_label(src, dst, client, args.time_limit)
+            n = dask_image_label(src, dst, client)
         else:
             n = tilelabel.label_zarr(
                 src,
@@ -172,6 +194,22 @@ def run_method(method: str, src: str, dst: str, args) -> dict:
         "peak_gpu_per_worker": gpu_peak,
         "workers": workers,
     }
+
+
+def warm_up(work: Path, methods: list[str]) -> None:
+    """Compile (and cache on disk) every numba and CUDA kernel the timed runs use, so that no
+    run pays for compilation: numba's cache lives beside the sources, CuPy's in ~/.cupy."""
+    src = str(work / "warm.zarr")
+    write_random_zarr(src, (64, 64, 64), (32, 32, 32), 0.3, 1, seed=0, overwrite=True)
+    backends = ["cpu"] + (["cuda"] if "tilelabel-gpu" in methods else [])
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc:
+        with Client(lc, set_as_default=False) as c:
+            for backend in backends:
+                tilelabel.label_zarr(
+                    src, str(work / "warm-out.zarr"), backend=backend, client=c, overwrite=True
+                )
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.rmtree(work / "warm-out.zarr", ignore_errors=True)
 
 
 def main() -> None:
@@ -199,6 +237,12 @@ def main() -> None:
     )
     p.add_argument("--gpus", type=int, default=1)
     p.add_argument(
+        "--threads-per-gpu",
+        type=int,
+        default=8,
+        help="host threads of each GPU worker (zarr decoding and encoding)",
+    )
+    p.add_argument(
         "--time-limit",
         type=float,
         default=300.0,
@@ -207,7 +251,11 @@ def main() -> None:
     p.add_argument("--cpu-workers", type=int, default=os.cpu_count())
     p.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/tilelabel-bench")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    p.add_argument("--child", nargs=3, metavar=("METHOD", "SRC", "DST"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.child:
+        print(json.dumps(run_method(*args.child, args)), flush=True)
+        return
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -222,6 +270,7 @@ def main() -> None:
         device = f"{props['name'].decode()} x{args.gpus}"
     except Exception:
         pass
+    warm_up(work, args.methods)
     for size in args.sizes:
         for density in args.densities:
             shape = (size,) * 3
@@ -241,7 +290,10 @@ def main() -> None:
                     continue
                 dst = str(work / f"out-{method}.zarr")
                 try:
-                    r = run_method(method, src, dst, args)
+                    if method == "dask-image":
+                        r = in_subprocess(method, src, dst, args)
+                    else:
+                        r = run_method(method, src, dst, args)
                 except TimeoutError:
                     r = {"timeout": args.time_limit}
                 except Exception as e:  # record and go on: one method failing is a result too

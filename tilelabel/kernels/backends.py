@@ -74,7 +74,9 @@ class CPUBackend:
         return label_stats(labels, n, offset, intensity)
 
 
-def chunk_memory(backend: str, block_shape: tuple[int, ...], label_dtype) -> tuple[int, int]:
+def chunk_memory(
+    backend: str, block_shape: tuple[int, ...], label_dtype, connectivity: int
+) -> tuple[int, int]:
     """(bytes one chunk of ``block_shape`` needs on the backend's device, bytes free there now).
 
     Run on a worker (``client.run``) to check a plan against the GPU that worker owns; the CPU
@@ -84,7 +86,7 @@ def chunk_memory(backend: str, block_shape: tuple[int, ...], label_dtype) -> tup
         return 0, 1 << 62
     from tilelabel.kernels.gpu import device_memory
 
-    return device_memory(tuple(block_shape), np.dtype(label_dtype))
+    return device_memory(tuple(block_shape), np.dtype(label_dtype), connectivity)
 
 
 def cuda_available() -> bool:

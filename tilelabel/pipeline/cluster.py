@@ -80,11 +80,15 @@ def connect(
                 "backend 'cuda' starts a dask_cuda.LocalCUDACluster, but dask-cuda is not "
                 "installed: pip install 'tilelabel[gpu]' (or pass --scheduler ADDRESS)"
             ) from e
-        # one worker per GPU in CUDA_VISIBLE_DEVICES (dask-cuda reads it); two threads per
-        # worker, so that one chunk's zarr decoding and encoding overlap another's GPU work
+        from dask_cuda.utils import get_n_gpus
+
+        # one worker per GPU in CUDA_VISIBLE_DEVICES (dask-cuda reads it), each with its share
+        # of the cores (at most 8): the GPU labels a chunk in milliseconds, while reading,
+        # decoding, encoding and writing its zarr chunks takes host threads
+        gpus = workers or get_n_gpus()
         cluster = LocalCUDACluster(
             n_workers=workers,
-            threads_per_worker=2,
+            threads_per_worker=max(2, min(8, default_workers() // max(gpus, 1))),
             silence_logs=max(logging.getLogger("distributed").getEffectiveLevel(), logging.INFO),
         )
     else:

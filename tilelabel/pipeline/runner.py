@@ -77,7 +77,7 @@ def _write_chunk(source, slices, spec, target, backend, connectivity, algorithm,
     )
 
 
-def _check_cuda_on_workers(client: Client, plan, storage, label_dtype) -> None:
+def _check_cuda_on_workers(client: Client, plan, storage, label_dtype, connectivity) -> None:
     """Every worker has a usable GPU with room for the largest chunk, or a clear error."""
     from tilelabel.kernels.backends import BackendUnavailable, chunk_memory, cuda_available
 
@@ -88,7 +88,7 @@ def _check_cuda_on_workers(client: Client, plan, storage, label_dtype) -> None:
             f"(per worker: {usable})"
         )
     block = plan.max_block_shape()
-    need_free = client.run(chunk_memory, "cuda", block, label_dtype)
+    need_free = client.run(chunk_memory, "cuda", block, label_dtype, connectivity)
     need = max(n for n, _ in need_free.values())
     free = min(f for _, f in need_free.values())
     if need > free:
@@ -215,7 +215,8 @@ def label_zarr(
             target = min(DEFAULT_TARGET_VOXELS[backend], int(np.prod(shape)) // (2 * threads))
             plan = plan_for_storage(shape, storage, None, int(target))
         if backend == "cuda":
-            _check_cuda_on_workers(c, plan, storage, local_dtype(plan.max_block_shape(), conn))
+            ldt = local_dtype(plan.max_block_shape(), conn)
+            _check_cuda_on_workers(c, plan, storage, ldt, conn)
         graph = build_merge_graph(
             Source(lambda idx: source), plan, conn, backend, algorithm, opts, isource
         )
