@@ -88,11 +88,12 @@ def _buf_into(ndim: int):
 def _bke_into(ndim: int):
     def label_into(img, L, dims):
         off = _blk.forward_offsets(dims, ndim)
+        pending = np.empty(((dims[0] + 1) // 2) * ((dims[1] + 1) // 2), np.uint8)
         if ndim == 3:
-            last = _blk.bke3_init(img, L, *dims, _blk.T3, off)
+            last = _blk.bke3_init(img, L, *dims, _blk.T3, off, pending)
         else:
-            last = _blk.bke2_init(img, L, dims[1], dims[2], _blk.T2, off)
-        _blk.bke_reduce(L, *dims, off, last)
+            last = _blk.bke2_init(img, L, dims[1], dims[2], _blk.T2, off, pending)
+        _blk.bke_reduce(L, *dims, off, last, pending)
         return _finish_blocks(img, L, dims)
 
     return label_into

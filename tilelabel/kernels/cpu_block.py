@@ -190,11 +190,12 @@ def _info_slot(o, sy, sz, hx, hy, hz):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan3(img, L, nz, ny, nx, T, off, bke):
+def _scan3(img, L, nz, ny, nx, T, off, bke, pending):
     # One raster pass over the blocks. BUF (bke=False) performs every union at once; BKE's
     # initialization (bke=True) links each block to its first connected neighbour and stores the
     # information integer (bits 0-7 foreground voxels, bits 8-20 neighbours still to be united)
-    # for the reduction. Returns the information of a single-voxel last block (see _info_slot).
+    # for the reduction, and flags in pending[block row] the rows where some is left.
+    # Returns the information of a single-voxel last block (see _info_slot).
     sy = nx
     sz = ny * nx
     sent = nz * sz
@@ -229,6 +230,7 @@ def _scan3(img, L, nz, ny, nx, T, off, bke):
             cc = ccur[by + 1]
             w = np.int64(0)
             rw = np.int64(-1)
+            left = np.int64(0)
             for bx in range(nbx):
                 x = 2 * bx
                 hx = x + 1 < nx
@@ -252,6 +254,7 @@ def _scan3(img, L, nz, ny, nx, T, off, bke):
                     else:
                         Lr[x] = o
                     info = m | (todo << 8)
+                    left |= todo
                     if hx:
                         Lr[x + 1] = info
                     else:
@@ -274,24 +277,27 @@ def _scan3(img, L, nz, ny, nx, T, off, bke):
                             r = merge(L, n, r)
                     rw = o if r < 0 else r
                     Lr[x] = rw
+            if bke:
+                pending[bz * nby + by] = left != 0
     return last
 
 
 @numba.njit(cache=True, nogil=True)
 def buf3_scan(img, L, nz, ny, nx, T, off):
     """BUF 3D: block masks, connections and unions in one raster pass over the blocks."""
-    return _scan3(img, L, nz, ny, nx, T, off, False)
+    return _scan3(img, L, nz, ny, nx, T, off, False, np.empty(0, np.uint8))
 
 
 @numba.njit(cache=True, nogil=True)
-def bke3_init(img, L, nz, ny, nx, T, off):
+def bke3_init(img, L, nz, ny, nx, T, off, pending):
     """BKE 3D initialization: link each block to its first connected neighbour, store its info.
 
     The information integer (bits 0-7 foreground voxels, bits 8-20 the forward neighbours the
     reduction must still unite with) goes into a voxel of the block other than its first;
     returns the information of a single-voxel last block, which has no such voxel.
+    ``pending[bz * nby + by]`` is set where a block row has unions left for the reduction.
     """
-    return _scan3(img, L, nz, ny, nx, T, off, True)
+    return _scan3(img, L, nz, ny, nx, T, off, True, pending)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -299,7 +305,7 @@ def bke3_init(img, L, nz, ny, nx, T, off):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan2(img, L, ny, nx, T, off, bke):
+def _scan2(img, L, ny, nx, T, off, bke, pending):
     # The 2D counterpart of _scan3; forward neighbours 0-2 are the row above, 3 is W. X's
     # (-1, dx) is W's (-1, dx + 1), and X's (-1, -1) is U's (0, -1).
     sy = nx
@@ -320,6 +326,7 @@ def _scan2(img, L, ny, nx, T, off, bke):
         cu = cb[(by + 1) & 1]
         cc = cb[by & 1]
         w = np.int64(0)
+        left = np.int64(0)
         for bx in range(nbx):
             x = 2 * bx
             hx = x + 1 < nx
@@ -352,6 +359,7 @@ def _scan2(img, L, ny, nx, T, off, bke):
                 else:
                     Lr[x] = o
                 info = m | (todo << 8)
+                left |= todo
                 s = _info_slot(o, sy, 0, hx, hy, False)
                 if s >= 0:
                     L[s] = info
@@ -364,19 +372,21 @@ def _scan2(img, L, ny, nx, T, off, bke):
                     todo &= todo - 1
                     r = merge(L, o + off[d], r)
                 Lr[x] = o if r < 0 else r
+        if bke:
+            pending[by] = left != 0
     return last
 
 
 @numba.njit(cache=True, nogil=True)
 def buf2_scan(img, L, ny, nx, T, off):
     """BUF 2D: block masks, connections and unions in one raster pass over the blocks."""
-    return _scan2(img, L, ny, nx, T, off, False)
+    return _scan2(img, L, ny, nx, T, off, False, np.empty(0, np.uint8))
 
 
 @numba.njit(cache=True, nogil=True)
-def bke2_init(img, L, ny, nx, T, off):
+def bke2_init(img, L, ny, nx, T, off, pending):
     """BKE 2D initialization (see :func:`bke3_init`; bits 8-11 are the 4 forward neighbours)."""
-    return _scan2(img, L, ny, nx, T, off, True)
+    return _scan2(img, L, ny, nx, T, off, True, pending)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -384,14 +394,21 @@ def bke2_init(img, L, ny, nx, T, off):
 
 
 @numba.njit(cache=True, nogil=True)
-def bke_reduce(L, nz, ny, nx, off, last):
-    """BKE reduction: unite each block with the neighbours its information integer lists."""
+def bke_reduce(L, nz, ny, nx, off, last, pending):
+    """BKE reduction: unite each block with the neighbours its information integer lists.
+
+    Block rows that the initialization did not flag in ``pending`` have nothing to unite and are
+    skipped, which leaves little of this pass in sparse or coarse volumes.
+    """
     sy = nx
     sz = ny * nx
     sent = nz * sz
+    nby = (ny + 1) // 2
     for z in range(0, nz, 2):
         hz = z + 1 < nz
         for y in range(0, ny, 2):
+            if not pending[(z >> 1) * nby + (y >> 1)]:
+                continue
             hy = y + 1 < ny
             base = z * sz + y * sy
             Lr = L[base : base + nx]

@@ -14,7 +14,8 @@ import numpy as np
 
 from tilelabel.kernels.cpu_unionfind import merge
 
-#: Forward (earlier in raster order) neighbours per connectivity, as (dz, dy, dx).
+#: Forward (earlier in raster order) neighbours per connectivity, as (dz, dy, dx); the left
+#: neighbour (0, 0, -1) comes last in every list (uf_scan relies on it).
 _ALL_FORWARD = [(dz, dy, dx) for dz in (-1, 0) for dy in (-1, 0, 1) for dx in (-1, 0, 1)][:13]
 FORWARD: dict[tuple[int, int], np.ndarray] = {
     (2, 4): np.array([(0, -1, 0), (0, 0, -1)], np.int64),
@@ -51,10 +52,13 @@ def uf_scan(img, L, nz, ny, nx, nbr):
                     continue
                 r = np.int64(-1)
                 if yin and 0 < x < nx - 1:
-                    # Interior: every forward neighbour exists.
-                    for i in range(k):
+                    # Interior: every forward neighbour exists. The last one is always the left
+                    # voxel, whose entry is still the root it ended with: start from it.
+                    if img[v - 1]:
+                        r = np.int64(L[v - 1])
+                    for i in range(k - 1):
                         n = v + off[i]
-                        if img[n]:
+                        if img[n] and np.int64(L[n]) != r:
                             r = merge(L, n, r)
                 else:
                     for i in range(k):
