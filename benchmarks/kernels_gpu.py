@@ -7,6 +7,8 @@ labels written once at the device-to-device copy bandwidth measured in this run)
 each step ("average with steps").
 
     python benchmarks/kernels_gpu.py [--quick] [--out DIR]
+    python benchmarks/kernels_gpu.py --tiles        # bke_tile's tile shapes vs bke, checked
+    python benchmarks/kernels_gpu.py --table JSON   # RESULTS.md tables from a run's JSON
 
 Writes ``kernels_gpu.json`` and ``kernels_gpu.md`` to DIR (default: $OUT or benchmarks/out).
 """
@@ -196,6 +198,97 @@ def variants():
     return 0
 
 
+def tiles(only=""):
+    """bke_tile with each compiled tile shape against bke and cupyx, labels checked equal to
+    cupyx's: 3D 26 at 512^3 and 1024^3, 2D 8 at 8192^2, every density and granularity."""
+    for tag, shape in (("3d1024", (1024,) * 3), ("3d512", (512,) * 3), ("2d8192", (8192,) * 2)):
+        if only and tag not in only.split(","):
+            continue
+        nd = len(shape)
+        conn = 3**nd - 1
+        st = cp.asarray(structure(nd, conn))
+        big = np.prod(shape) >= 1 << 29
+        for density in (0.05, 0.2, 0.5):
+            for g in (1, 4):
+                img = volume(shape, density, g)
+                ref, rn = cupyx_label(img, st)
+                t_cx = -1.0
+                if tag == "3d1024" and density == 0.2 and g == 1:
+                    t_cx, _ = timed(lambda img=img, st=st: cupyx_label(img, st), 3)
+                line = [f"{tag} d={density} g={g}: cupyx {t_cx:.1f} ms n={rn}"]
+                cfgs = [("bke", None)] + [("bke_tile", c) for c in gpu.TILE_CONFIGS[nd]]
+                for alg, cfg in cfgs:
+                    keep = gpu.TILE[nd]
+                    if cfg:
+                        gpu.TILE[nd] = cfg
+                    kern = gpu._make(conn, alg)
+                    labels, n = kern(img, np.uint32)
+                    ok = n == rn and bool(cp.array_equal(labels, ref))
+                    del labels
+                    t, _ = timed(lambda kern=kern, img=img: kern(img, np.uint32), 5 if big else 10)
+                    stp = step_times(img, conn, alg, 3)
+                    gpu.TILE[nd] = keep
+                    red = stp.get("reduce", 0.0)
+                    line.append(
+                        f"  {alg}{cfg or ''}: {t:6.2f} ms (init {stp['init']:.2f} reduce {red:.2f})"
+                        + (" OK" if ok else " MISMATCH")
+                    )
+                print("\n".join(line), flush=True)
+                ref = img = None
+                cp.get_default_memory_pool().free_all_blocks()
+    return 0
+
+
+def table(path):
+    """The RESULTS.md tables (block algorithms, pixel algorithms, 3D 1024^3 steps) of a run."""
+    rows = json.loads(Path(path).read_text())["rows"]
+    cases = {}
+    for r in rows:
+        cases.setdefault((r["size"], r["conn"], r["density"], r["granularity"]), []).append(r)
+    order = {"3d512": 0, "3d1024": 1, "2d8192": 2}
+    out = []
+    for title, conns, algs in (
+        ("Block algorithms", (26, 8), list(gpu.BLOCK_ALGORITHMS) + ["uf", "ke"]),
+        ("Pixel algorithms", (18, 6, 4), list(gpu.PIXEL_ALGORITHMS)),
+    ):
+        head = "| case | conn | cupyx ms | floor ms | " + " | ".join(algs) + " |"
+        out += [f"### {title}", "", head]
+        out.append("|---" * (4 + len(algs)) + "|")
+        keys = [k for k in cases if k[1] in conns]
+        keys.sort(key=lambda k: (order[k[0]], conns.index(k[1]), k[2], k[3]))
+        for k in keys:
+            by = {r["alg"]: r for r in cases[k]}
+            best = min(by[a]["ms"] for a in algs if a in by)
+            r0 = cases[k][0]
+            cells = []
+            for a in algs:
+                r = by.get(a)
+                if r is None:
+                    cells.append("-")
+                    continue
+                c = f"{r['ms']:.2f} ({r['speedup']:.1f}x, {r['floor_ratio']:.1f})"
+                c = f"**{c}**" if r["ms"] == best else c
+                cells.append(c + ("" if r["ok"] else " MISMATCH"))
+            case = f"{k[0]} d={k[2]} g={k[3]}"
+            out.append(
+                f"| {case} | {k[1]} | {r0['cupyx_ms']:.1f} | {r0['floor_ms']:.2f} | "
+                + " | ".join(cells)
+                + " |"
+            )
+        out.append("")
+    names = ["alloc", "init", "merge", "compress", "reduce", "compress+mark", "scan", "final"]
+    out += ["### Steps (ms), 3D 1024^3, 26-connectivity", ""]
+    out += ["| case | alg | " + " | ".join(names) + " | total |", "|---" * (len(names) + 3) + "|"]
+    for r in rows:
+        if r["size"] == "3d1024" and r["conn"] == 26 and r["alg"] in gpu.BLOCK_ALGORITHMS:
+            stp = " | ".join(f"{r['steps'][n]:.2f}" if n in r["steps"] else "-" for n in names)
+            out.append(
+                f"| d={r['density']} g={r['granularity']} | {r['alg']} | {stp} | {r['ms']:.2f} |"
+            )
+    print("\n".join(out))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes only (smoke test)")
@@ -203,7 +296,13 @@ def main():
     ap.add_argument("--only", default="", help="comma list of size tags to run, e.g. 3d1024")
     ap.add_argument("--profile", default="", help="ALG: label 1024^3 d=0.2 g=1 twice (for ncu)")
     ap.add_argument("--variants", action="store_true", help="time compile-time variants of bke")
+    ap.add_argument("--tiles", action="store_true", help="time bke_tile's tile shapes vs bke")
+    ap.add_argument("--table", default="", help="JSON: print the RESULTS.md tables of a run")
     args = ap.parse_args()
+    if args.table:
+        return table(args.table)
+    if args.tiles:
+        return tiles(args.only)
     if args.variants:
         return variants()
     if args.profile:

@@ -17,7 +17,7 @@ pytestmark = [
     pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU usable through CuPy"),
 ]
 
-BLOCK = ["buf", "buf_ic", "bke", "bke_ic"]
+BLOCK = ["buf", "buf_ic", "bke", "bke_ic", "bke_tile"]
 PIXEL = ["uf", "uf_ic", "ke"]
 EXPECTED = {
     (2, 4): PIXEL,
@@ -103,6 +103,28 @@ def test_random_volumes(combo, dims, density, seed, u64):
     shape = tuple(dims[:nd])
     img = (np.random.default_rng(seed).random(shape) < density).astype(np.uint8)
     _check(img, conn, alg, np.uint64 if u64 else np.uint32, "hypothesis")
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_bke_tile_every_tile_config(nd):
+    """Each compiled tile shape of bke_tile, on volumes spanning several tiles in every axis
+    (partial tiles at the far faces, odd sides) and one full volume (one component)."""
+    from tilelabel.kernels import gpu
+
+    conn = 3**nd - 1
+    shapes = [(150, 130), (257, 131)] if nd == 2 else [(37, 41, 71), (20, 66, 67)]
+    rng = np.random.default_rng(21 + nd)
+    keep = gpu.TILE[nd]
+    try:
+        for cfg in gpu.TILE_CONFIGS[nd]:
+            gpu.TILE[nd] = cfg
+            for shape in shapes:
+                for density in (0.1, 0.3, 0.6, 1.0):
+                    img = (rng.random(shape) < density).astype(np.uint8)
+                    for dtype in DTYPES:
+                        _check(img, conn, "bke_tile", dtype, f"tile{cfg}-{shape}-{density}")
+    finally:
+        gpu.TILE[nd] = keep
 
 
 def test_input_values_other_than_one():
@@ -257,7 +279,9 @@ def _big(shape, conn, alg, dtype, tail):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("conn", "alg"), [(26, "bke_ic"), (26, "buf"), (6, "uf"), (18, "ke")])
+@pytest.mark.parametrize(
+    ("conn", "alg"), [(26, "bke_ic"), (26, "buf"), (26, "bke_tile"), (6, "uf"), (18, "ke")]
+)
 def test_3d_over_2_31_voxels(conn, alg):
     _big((1300, 1300, 1300), conn, alg, np.uint32, tail=40)
 

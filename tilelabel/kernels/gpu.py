@@ -5,6 +5,9 @@ Algorithms, as registered with the kernel registry:
 - ``buf``, ``buf_ic``, ``bke``, ``bke_ic``: block-based union-find / Komura equivalence of
   Allegretti et al. (TPDS 2020), with plain or inline compression, for 2D 8- and 3D
   26-connectivity (2x2 / 2x2x2 blocks). The union-find forest lives in the label array itself.
+- ``bke_tile``: BKE's blocks with a tile-local union-find in shared memory (tiles of 32 x 16 x 16
+  blocks in 3D, 32 x 32 in 2D) and global unions only across tile faces (Oliveira & Lotufo's tile
+  merging, Playne & Hawick's HA4), for 2D 8- and 3D 26-connectivity.
 - ``uf``, ``uf_ic``: pixel-based union-find for every connectivity (for 2D 4 and 3D 6 and 18; a
   baseline for 8 and 26).
 - ``ke``: pixel-based Komura equivalence (Init links each voxel to a backward neighbour,
@@ -26,10 +29,14 @@ from tilelabel.kernels.registry import register
 
 _SRC = Path(__file__).parent / "cuda" / "ccl.cu"
 _TNAME = {np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long"}
-BLOCK_ALGORITHMS = ("buf", "buf_ic", "bke", "bke_ic")
+BLOCK_ALGORITHMS = ("buf", "buf_ic", "bke", "bke_ic", "bke_tile")
 PIXEL_ALGORITHMS = ("uf", "uf_ic", "ke")
 _SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_WORDS in ccl.cu
 _MAXGRID = 65535
+#: bke_tile's tile (TY, TZ, NT): 32 x TY x TZ blocks, NT rows of 32 threads; the benchmark may
+#: pick another of TILE_CONFIGS (each one compiled).
+TILE_CONFIGS = {3: ((16, 16, 16), (16, 8, 16), (8, 8, 8)), 2: ((32, 1, 8), (64, 1, 16))}
+TILE = {3: TILE_CONFIGS[3][0], 2: TILE_CONFIGS[2][0]}
 
 
 def _names() -> list[str]:
@@ -44,6 +51,11 @@ def _names() -> list[str]:
             for ic in ("true", "false"):
                 for mark in ("true", "false"):
                     names.append(f"blk_compress<{t}, {d3}, {ic}, {mark}>")
+        for d3, nd in (("true", 3), ("false", 2)):
+            for ty, tz, nt in TILE_CONFIGS[nd]:
+                names.append(f"tile_reduce<{t}, {d3}, {ty}, {tz}>")
+                for al in ("true", "false"):
+                    names.append(f"bke_tile<{t}, {d3}, {al}, {ty}, {tz}, {nt}>")
         for conn in (4, 8, 6, 18, 26):
             for k in ("uf_merge", "ke_init", "ke_reduce"):
                 names.append(f"{k}<{t}, {conn}>")
@@ -130,6 +142,10 @@ class _Run:
             ty, tz = (4, 2) if self.ndim == 3 else (8, 1)
             self.bblock = (32, ty, tz)
             self.bgrid = (_cdiv(BW, 32), min(_cdiv(BH, ty), _MAXGRID), min(_cdiv(BD, tz), _MAXGRID))
+            self.tile = TILE[self.ndim]
+            TY, TZ, NT = self.tile
+            self.tblock = (32, NT, 1)
+            self.tgrid = (_cdiv(BW, 32), min(_cdiv(BH, TY), _MAXGRID), min(_cdiv(BD, TZ), _MAXGRID))
         else:
             ty, tz = (4, 2) if self.ndim == 3 else (8, 1)
             self.vblock = (32, ty, tz)
@@ -150,7 +166,12 @@ class _Run:
         _fn(name)(self.bgrid, self.bblock, args)
 
     def init(self):
-        if self.block:
+        if self.alg == "bke_tile":
+            TY, TZ, NT = self.tile
+            k = f"bke_tile<{self.t}, {self.d3}, {self.aligned}, {TY}, {TZ}, {NT}>"
+            args = (self.img, self.L, self.extra, *self.geo, *self.bdims)
+            _fn(k)(self.tgrid, self.tblock, args)
+        elif self.block:
             if self.alg.startswith("buf"):
                 k = f"buf_init<{self.t}, {self.d3}>"
             else:
@@ -198,7 +219,11 @@ class _Run:
         self._compress(False)
 
     def reduce(self):
-        if self.block:
+        if self.alg == "bke_tile":
+            TY, TZ, _ = self.tile
+            k = f"tile_reduce<{self.t}, {self.d3}, {TY}, {TZ}>"
+            self._b(k, self.L, self.extra, *self.geo, *self.bdims)
+        elif self.block:
             k = f"bke_reduce<{self.t}, {self.d3}>"
             self._b(k, self.L, self.extra, *self.geo, *self.bdims)
         else:
@@ -237,7 +262,9 @@ class _Run:
 
     def steps(self):
         """(name, callable) in order; running them all labels the image."""
-        if self.alg.startswith("bke") or self.alg == "ke":
+        if self.alg == "bke_tile":  # the tile pass leaves depth-1 trees: no Compression
+            mid = [("init", self.init), ("reduce", self.reduce)]
+        elif self.alg.startswith("bke") or self.alg == "ke":
             mid = [("init", self.init), ("compress", self.compress), ("reduce", self.reduce)]
         else:
             mid = [("init", self.init), ("merge", self.merge)]

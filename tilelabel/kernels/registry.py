@@ -29,8 +29,9 @@ _MODULES = {"cpu": "tilelabel.kernels.cpu", "cuda": "tilelabel.kernels.gpu"}
 
 #: Default algorithm per (backend, ndim, connectivity): block-based where blocks serve the
 #: connectivity (full connectivity), pixel-based otherwise. The CUDA choices are the fastest in
-#: most rows of benchmarks/RESULTS.md (H200, 2026-11-21): bke in 12 of 18 block rows, pixel
-#: Komura equivalence (ke) in 24 of 30 rows at 4/6/18 connectivity.
+#: most rows of benchmarks/RESULTS.md (H200, 2026-11-21): bke_tile in 17 of 18 block rows
+#: (1024^3 d=0.2 26-conn: 11.80 ms vs bke 15.10), pixel Komura equivalence (ke) in 24 of 30 rows
+#: at 4/6/18 connectivity.
 DEFAULTS: dict[tuple[str, int, int], str] = {
     ("cpu", 2, 4): "uf",
     ("cpu", 2, 8): "bke",
@@ -38,10 +39,10 @@ DEFAULTS: dict[tuple[str, int, int], str] = {
     ("cpu", 3, 18): "uf",
     ("cpu", 3, 26): "bke",
     ("cuda", 2, 4): "ke",
-    ("cuda", 2, 8): "bke",
+    ("cuda", 2, 8): "bke_tile",
     ("cuda", 3, 6): "ke",
     ("cuda", 3, 18): "ke",
-    ("cuda", 3, 26): "bke",
+    ("cuda", 3, 26): "bke_tile",
 }
 
 
