@@ -76,6 +76,7 @@ def run(size: int, repeat: int, densities, granularities, algorithms, dtype) -> 
             expected = None
             for name, fn in methods(algorithms, dtype).items():
                 labels, n = fn(img)  # warm-up, and the result that is checked
+                out_dtype = str(labels.dtype)
                 if name == "scipy":
                     expected = (labels, n)
                 else:
@@ -96,6 +97,7 @@ def run(size: int, repeat: int, densities, granularities, algorithms, dtype) -> 
                         "granularity": granularity,
                         "method": name,
                         "n": int(n),
+                        "dtype": out_dtype,
                         "times_s": times,
                         "median_s": med,
                         "mvox_s": img.size / med / 1e6,
