@@ -80,12 +80,11 @@ def uf_flatten(L):
     sent = L.size
     k = np.int64(0)
     for v in range(L.size):
+        # Branch-free (foreground, background and roots are unpredictable in noisy volumes):
+        # background (the sentinel) and roots read their own entry back, which is then ignored.
         p = np.int64(L[v])
-        if p == sent:
-            L[v] = 0
-        elif p == v:
-            k += 1
-            L[v] = k
-        else:
-            L[v] = L[p]
+        q = L[min(p, v)]
+        root = p == v
+        k += root
+        L[v] = 0 if p == sent else (k if root else q)
     return k
