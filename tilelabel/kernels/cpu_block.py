@@ -238,6 +238,10 @@ def _scan3(img, L, nz, ny, nx, T, off, bke, pending):
                 c1[bx + 1] = m
                 if m == 0:
                     Lr[x] = sent
+                    if hx:
+                        # A zero information integer: BKE's reduction then needs no sentinel
+                        # test (BUF's final labeling overwrites it anyway).
+                        Lr[x + 1] = 0
                     cc[bx + 1] = 0
                     w = 0
                     continue
@@ -334,6 +338,8 @@ def _scan2(img, L, ny, nx, T, off, bke, pending):
             c1[bx + 1] = m
             if m == 0:
                 Lr[x] = sent
+                if hx:
+                    Lr[x + 1] = 0
                 cc[bx + 1] = 0
                 w = 0
                 continue
@@ -413,10 +419,11 @@ def bke_reduce(L, nz, ny, nx, off, last, pending):
             base = z * sz + y * sy
             Lr = L[base : base + nx]
             for x in range(0, nx, 2):
-                if np.int64(Lr[x]) == sent:
-                    continue
                 if x + 1 < nx:
+                    # Background blocks hold a zero information integer here.
                     todo = np.int64(Lr[x + 1]) >> 8
+                elif np.int64(Lr[x]) == sent:
+                    continue
                 else:
                     s = _info_slot(base + x, sy, sz, False, hy, hz)
                     todo = (np.int64(L[s]) if s >= 0 else last) >> 8
