@@ -25,7 +25,6 @@ import datetime
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -45,42 +44,36 @@ import tilelabel  # noqa: E402
 from tilelabel.synth import write_random_zarr  # noqa: E402
 
 
-def _peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def start_peaks(gpu: bool, dask_worker=None) -> None:
+    """Sample one worker process's high-water marks every 5 ms: resident host memory, and with a
+    GPU the bytes in use in CuPy's pool. (getrusage's maxrss is no good here: a worker process
+    can start with its parent's.) The state lives on the worker object, which outlives the
+    by-value copies of this function that client.run sends."""
+    import psutil
 
-
-def _gpu_pool_peak() -> int:
-    try:
+    proc = psutil.Process()
+    pool = None
+    if gpu:
         import cupy as cp
 
-        return int(cp.get_default_memory_pool().total_bytes())
-    except Exception:
-        return 0
+        pool = cp.get_default_memory_pool()
+    state = {"rss": 0, "gpu": 0, "stop": False}
+
+    def loop():
+        while not state["stop"]:
+            state["rss"] = max(state["rss"], proc.memory_info().rss)
+            if pool is not None:
+                state["gpu"] = max(state["gpu"], pool.used_bytes())
+            time.sleep(0.005)
+
+    dask_worker.tilelabel_peaks = state
+    threading.Thread(target=loop, daemon=True).start()
 
 
-class GpuPoolSampler:
-    """CuPy's pool only grows while blocks are in use: sample its size on each worker."""
-
-    @staticmethod
-    def start(stop_after: float = 3600.0) -> None:
-        import cupy as cp
-
-        state = {"peak": 0}
-
-        def loop():
-            t0 = time.time()
-            pool = cp.get_default_memory_pool()
-            while time.time() - t0 < stop_after and not state.get("stop"):
-                state["peak"] = max(state["peak"], pool.used_bytes())
-                time.sleep(0.005)
-
-        GpuPoolSampler.state = state
-        threading.Thread(target=loop, daemon=True).start()
-
-    @staticmethod
-    def stop() -> int:
-        GpuPoolSampler.state["stop"] = True
-        return GpuPoolSampler.state["peak"]
+def stop_peaks(dask_worker=None) -> tuple[int, int]:
+    state = dask_worker.tilelabel_peaks
+    state["stop"] = True
+    return state["rss"], state["gpu"]
 
 
 def cpu_cluster(workers: int) -> LocalCluster:
@@ -167,8 +160,7 @@ def run_method(method: str, src: str, dst: str, args) -> dict:
     gpu = method in ("tilelabel-gpu", "copy-gpu")
     cluster = gpu_cluster(args.gpus, args.threads_per_gpu) if gpu else cpu_cluster(args.cpu_workers)
     with cluster, Client(cluster, set_as_default=False) as client:
-        if gpu:
-            client.run(GpuPoolSampler.start)
+        client.run(start_peaks, gpu)
         t0 = time.perf_counter()
         if method.startswith("copy"):
             n = zarr_copy(src, dst, client)
@@ -184,8 +176,8 @@ def run_method(method: str, src: str, dst: str, args) -> dict:
                 overwrite=True,
             )
         seconds = time.perf_counter() - t0
-        rss = max(client.run(_peak_rss).values())
-        gpu_peak = max(client.run(GpuPoolSampler.stop).values()) if gpu else 0
+        peaks = client.run(stop_peaks).values()
+        rss, gpu_peak = max(p[0] for p in peaks), max(p[1] for p in peaks)
         workers = len(client.scheduler_info()["workers"])
     return {
         "seconds": seconds,
