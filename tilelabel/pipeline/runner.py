@@ -201,19 +201,18 @@ def label_zarr(
             raise ValueError(f"intensity {intensity} does not have the input's shape {shape}")
         ivals = zarr_io.ZarrSource(zarr_io.normalize_url(intensity), storage_options)
         isource = Source(lambda idx: ivals)
-    log.info(
-        "labeling %s %s in %d chunks of up to %s",
-        shape,
-        src_arr.dtype,
-        plan.nchunks,
-        plan.max_block_shape(),
-    )
-
     with connect(client, scheduler, workers, backend, cluster=cluster) as c:
         if chunks is None:  # small volumes get smaller chunks, so that every worker thread works
             threads = sum(w["nthreads"] for w in c.scheduler_info()["workers"].values()) or 1
             target = min(DEFAULT_TARGET_VOXELS[backend], int(np.prod(shape)) // (2 * threads))
             plan = plan_for_storage(shape, storage, None, int(target))
+        log.info(
+            "labeling %s %s in %d chunks of up to %s",
+            shape,
+            src_arr.dtype,
+            plan.nchunks,
+            plan.max_block_shape(),
+        )
         if backend == "cuda":
             ldt = local_dtype(plan.max_block_shape(), conn)
             _check_cuda_on_workers(c, plan, storage, ldt, conn)
