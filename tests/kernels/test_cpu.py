@@ -33,7 +33,9 @@ def kernel_id(k):
 
 def check(ndim: int, conn: int, alg: str, image: np.ndarray, dtype=np.uint32) -> None:
     expected, n_expected = ndimage.label(image, structure(ndim, conn))
+    before = image.copy()
     labels, n = get_kernel("cpu", ndim, conn, alg)(image, np.dtype(dtype))
+    np.testing.assert_array_equal(image, before)  # the input is left alone
     assert isinstance(n, int)
     assert n == n_expected
     assert labels.dtype == dtype
@@ -171,3 +173,27 @@ def test_connection_table_matches_distances(ndim):
             ):
                 bits |= 1 << k
         assert table[m, d] == bits, (m, d)
+
+
+def test_one_specialisation_per_label_dtype():
+    # Shapes and connectivities are runtime arguments: labeling many shapes must not compile a
+    # new specialisation of any kernel function for each (only one per label dtype).
+    from tilelabel.kernels import cpu_pixel
+
+    for ndim, conn, alg in KERNELS:
+        for shape in [(5,) * ndim, (1,) * (ndim - 1) + (7,), tuple(range(3, 3 + ndim))]:
+            for dtype in DTYPES:
+                get_kernel("cpu", ndim, conn, alg)(random_volume(shape, 0.5, 1, seed=2), dtype)
+    dispatchers = [
+        cpu_block.buf3_scan,
+        cpu_block.bke3_init,
+        cpu_block.buf2_scan,
+        cpu_block.bke2_init,
+        cpu_block.bke_reduce,
+        cpu_block.flatten,
+        cpu_block.final_labeling,
+        cpu_pixel.uf_scan,
+        cpu_pixel.uf_flatten,
+    ]
+    for fn in dispatchers:
+        assert 1 <= len(fn.signatures) <= len(DTYPES), (fn.py_func.__name__, fn.signatures)

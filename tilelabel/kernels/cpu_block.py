@@ -16,6 +16,10 @@ Differences from the GPU formulation, all because one thread runs the blocks in 
   previous block plane in a small rolling buffer, so connectivity to an earlier block is one table
   lookup ``T[mask_X, direction] & mask_N`` instead of re-reading the neighbour's voxels. ``T`` is
   built from the paper's bitsets (``0x777`` in 2D, ``0x77707770777`` in 3D).
+- A connection of X that an earlier neighbour W, U or P (left, above, below-plane) connected to X
+  already implies needs no union of its own (see ``_skip3``); BUF unites the rest at once, BKE
+  links to the first connected neighbour and lists the rest in its information integer, and its
+  reduction skips block rows whose blocks list nothing.
 - Background blocks get a sentinel entry (the voxel count, never a valid index), which is how the
   later passes skip them.
 - Compression is one forward pass (:func:`flatten`) that also gives every tree a dense id, and the

@@ -3,7 +3,12 @@
 Every entry of the forest is an index into the same flat array: a non-root points to its parent, a
 root to itself. Parents always have a smaller index than their children (new trees are linked to
 an earlier neighbour, and unions link the larger root below the smaller one), which is what lets
-:func:`flatten` resolve the whole forest in one forward pass without a separate compression step.
+the flattening passes (``cpu_block.flatten``, ``cpu_pixel.uf_flatten``) resolve the whole forest in
+one forward pass without a separate compression step.
+
+The helpers are compiled without numba's reference counting (``_nrt=False``; they allocate
+nothing): a helper that takes an array and branches otherwise pays atomic reference-count updates
+on every call, which dominated the kernels.
 
 Entries are read as int64 whatever the label dtype, so that comparisons never mix unsigned and
 signed integers (numba would go through float64 for uint64 vs int64).
