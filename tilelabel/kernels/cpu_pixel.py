@@ -36,10 +36,22 @@ def uf_scan(img, L, nz, ny, nx, nbr):
     off = np.empty(k, np.int64)
     need_z = False
     need_yp = False
+    reach = 0
     for i in range(k):
         off[i] = nbr[i, 0] * sz + nbr[i, 1] * sy + nbr[i, 2]
         need_z |= nbr[i, 0] != 0
         need_yp |= nbr[i, 1] > 0
+        reach = max(reach, abs(nbr[i, 0]) + abs(nbr[i, 1]) + abs(nbr[i, 2]))
+    # When the left voxel W is foreground, a neighbour of X that is also W's neighbour under the
+    # same connectivity is already in W's tree: only the others (offw) need a union then
+    # (26-connectivity: 4 of 12; 18: 4 of 8; 6: none saved).
+    offw = np.empty(k, np.int64)
+    kw = 0
+    for i in range(k - 1):
+        dz, dy, dx = nbr[i, 0], nbr[i, 1], nbr[i, 2] + 1
+        if not (max(abs(dz), abs(dy), abs(dx)) <= 1 and abs(dz) + abs(dy) + abs(dx) <= reach):
+            offw[kw] = off[i]
+            kw += 1
     for z in range(nz):
         zin = z > 0 or not need_z
         for y in range(ny):
@@ -56,10 +68,15 @@ def uf_scan(img, L, nz, ny, nx, nbr):
                     # voxel, whose entry is still the root it ended with: start from it.
                     if img[v - 1]:
                         r = np.int64(L[v - 1])
-                    for i in range(k - 1):
-                        n = v + off[i]
-                        if img[n] and np.int64(L[n]) != r:
-                            r = merge(L, n, r)
+                        for i in range(kw):
+                            n = v + offw[i]
+                            if img[n] and np.int64(L[n]) != r:
+                                r = merge(L, n, r)
+                    else:
+                        for i in range(k - 1):
+                            n = v + off[i]
+                            if img[n] and np.int64(L[n]) != r:
+                                r = merge(L, n, r)
                 else:
                     for i in range(k):
                         zz = z + nbr[i, 0]
