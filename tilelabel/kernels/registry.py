@@ -34,10 +34,10 @@ _MODULES = {"cpu": "tilelabel.kernels.cpu", "cuda": "tilelabel.kernels.gpu"}
 #: at 4/6/18 connectivity.
 DEFAULTS: dict[tuple[str, int, int], str] = {
     ("cpu", 2, 4): "uf",
-    ("cpu", 2, 8): "bke",
+    ("cpu", 2, 8): "buf",
     ("cpu", 3, 6): "uf",
     ("cpu", 3, 18): "uf",
-    ("cpu", 3, 26): "bke",
+    ("cpu", 3, 26): "buf",
     ("cuda", 2, 4): "ke",
     ("cuda", 2, 8): "bke_tile",
     ("cuda", 3, 6): "ke",
