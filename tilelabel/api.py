@@ -20,6 +20,16 @@ def _is_cupy(x: Any) -> bool:
     return type(x).__module__.startswith("cupy")
 
 
+def _prepare(x: Any, connectivity, structure, caller: str) -> tuple[Any, int]:
+    """The checks every in-memory entry point makes: an array, labelable, and its connectivity."""
+    if isinstance(x, list | tuple):
+        x = np.asarray(x)
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        raise TypeError(f"{caller}() takes a numpy, CuPy or dask array, got {type(x).__name__}")
+    check_input(tuple(x.shape), x.dtype)
+    return x, conn_mod.normalize(x.ndim, connectivity, structure)
+
+
 def label(
     x: Any,
     connectivity: int | None = None,
@@ -64,12 +74,7 @@ def label(
     from tilelabel.pipeline import stats as stats_mod
 
     opts = stats_mod.options(min_size=min_size, max_size=max_size)
-    if isinstance(x, list | tuple):
-        x = np.asarray(x)
-    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-        raise TypeError(f"label() takes a numpy, CuPy or dask array, got {type(x).__name__}")
-    check_input(tuple(x.shape), x.dtype)
-    conn = conn_mod.normalize(x.ndim, connectivity, structure)
+    x, conn = _prepare(x, connectivity, structure, "label")
     if _is_dask(x):
         from tilelabel.pipeline.lazy import label_dask
 
@@ -137,12 +142,7 @@ def regionprops(
     """
     from tilelabel.pipeline import stats as stats_mod
 
-    if isinstance(x, list | tuple):
-        x = np.asarray(x)
-    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-        raise TypeError(f"regionprops() takes a numpy, CuPy or dask array, got {type(x).__name__}")
-    check_input(tuple(x.shape), x.dtype)
-    conn = conn_mod.normalize(x.ndim, connectivity, structure)
+    x, conn = _prepare(x, connectivity, structure, "regionprops")
     if intensity is not None and tuple(intensity.shape) != tuple(x.shape):
         raise ValueError(f"intensity shape {tuple(intensity.shape)} differs from {tuple(x.shape)}")
     opts = stats_mod.options(True, min_size, max_size, intensity is not None)

@@ -34,10 +34,15 @@ class LutSpec:
     dropped: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
+def merged_ids(counts: Counts, roots: np.ndarray) -> np.ndarray:
+    """Local ids of the border labels whose component's root (first voxel) is elsewhere."""
+    return counts.ids[roots != counts.keys]
+
+
 def _demoted(counts: Counts, roots: np.ndarray, dropped: np.ndarray | None = None) -> np.ndarray:
     """Local ids that get no number of their own: border labels merged into an earlier root,
     and (with a size filter) the dropped roots."""
-    merged = counts.ids[roots != counts.keys]
+    merged = merged_ids(counts, roots)
     if dropped is None or dropped.size == 0:
         return merged
     return np.concatenate([merged, dropped])

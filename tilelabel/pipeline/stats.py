@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tilelabel.pipeline.local import Counts
-from tilelabel.pipeline.numbering import LutSpec, build_lut
+from tilelabel.pipeline.numbering import LutSpec, build_lut, merged_ids
 
 #: how each field combines across chunks; every field is an (n, k) array
 REDUCE = {
@@ -164,7 +164,7 @@ def dropped(
     candidate = np.ones(counts.n, bool)
     if counts.ids.size:
         total[counts.ids - 1] = merged["count"][:, 0]
-        candidate[counts.ids[roots != counts.keys] - 1] = False
+        candidate[merged_ids(counts, roots) - 1] = False
     return (np.flatnonzero(candidate & ~opts.keep(total)) + 1).astype(np.int64)
 
 
@@ -212,7 +212,7 @@ def chunk_table(
     lut = build_lut(spec, np.dtype(np.int64))[1:]
     is_row = lut != 0
     if counts.ids.size:
-        is_row[counts.ids[roots != counts.keys] - 1] = False
+        is_row[merged_ids(counts, roots) - 1] = False
     sel = np.flatnonzero(is_row)
     rows = {f: v[sel] for f, v in stats.items()}
     if counts.ids.size:
