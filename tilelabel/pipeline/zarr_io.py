@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +110,70 @@ def remove(url: str, storage_options: dict | None = None) -> None:
         fs.rm(path, recursive=True)
 
 
+_thread = threading.local()
+_pool: list[ThreadPoolExecutor] = []
+_pool_lock = threading.Lock()
+
+
+class _SharedCodecPool(ThreadPoolExecutor):
+    """The default executor of every thread's loop: it hands codec work to one process-wide
+    pool, and ignores shutdown, which a loop's close (its thread ending) would otherwise send
+    to the pool that every other thread's loop is using."""
+
+    def __init__(self):
+        super().__init__(max_workers=1)  # never starts a thread of its own
+
+    def submit(self, fn, /, *args, **kwargs):
+        with _pool_lock:
+            if not _pool:
+                _pool.append(ThreadPoolExecutor(os.cpu_count() or 1, "tilelabel-codec"))
+        return _pool[0].submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        pass
+
+
+def _own_loop_ok(url: str) -> bool:
+    """A local store, and no event loop already running in this thread (a notebook's)."""
+    if "://" in url:
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
+
+
+def _run_here(coro):
+    """Run a zarr coroutine on this thread's own event loop.
+
+    zarr's synchronous API hands the reads and writes of every thread to one event-loop thread,
+    and that thread does each chunk's assembly copies and emptiness checks itself: a worker
+    with several threads (a GPU worker) then waits on it in turn. A loop per thread does that
+    work in the thread that asked for it; codecs still run in a shared pool. Used for local
+    stores only: fsspec's async filesystems are bound to their own loop.
+    """
+    loop = getattr(_thread, "loop", None)
+    if loop is None:
+        loop = _thread.loop = asyncio.new_event_loop()
+        loop.set_default_executor(_SharedCodecPool())
+    return loop.run_until_complete(coro)
+
+
+async def _read(url: str, selection: tuple) -> np.ndarray:
+    from zarr.api.asynchronous import open_array
+
+    arr = await open_array(store=url, mode="r")
+    return np.asarray(await arr.getitem(selection))
+
+
+async def _write(url: str, selection: tuple, data: np.ndarray) -> None:
+    from zarr.api.asynchronous import open_array
+
+    arr = await open_array(store=url, mode="r+")
+    await arr.setitem(selection, data)
+
+
 @dataclass(frozen=True)
 class ZarrSource:
     """Picklable reader of blocks of a zarr array.
@@ -121,8 +188,11 @@ class ZarrSource:
     index: tuple[int, ...] = ()
 
     def __call__(self, slices: tuple[slice, ...]) -> np.ndarray:
+        selection = self.index + tuple(slices)
+        if _own_loop_ok(self.url):
+            return _run_here(_read(self.url, selection))
         arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
-        return np.asarray(arr[self.index + tuple(slices)])
+        return np.asarray(arr[selection])
 
 
 @dataclass(frozen=True)
@@ -135,5 +205,8 @@ class ZarrTarget:
     index: tuple[int, ...] = ()
 
     def __call__(self, slices: tuple[slice, ...], data: np.ndarray) -> None:
+        selection = self.index + tuple(slices)
+        if _own_loop_ok(self.url):
+            return _run_here(_write(self.url, selection, data))
         arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
-        arr[self.index + tuple(slices)] = data
+        arr[selection] = data
