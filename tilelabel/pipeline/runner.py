@@ -16,7 +16,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,8 @@ class Result:
     backend: str
     #: the statistics table (``stats=True``)
     table: Any = None
+    #: wall seconds of each phase (``labeling``, ``merging``, ``writing``), from the client
+    phases: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
         rate = self.voxels / self.seconds if self.seconds > 0 else float("inf")
@@ -72,9 +74,10 @@ def _wait(client: Client, futures: Iterable[Future], desc: str, progress: bool) 
 
 
 def _write_chunk(source, slices, spec, target, backend, connectivity, algorithm, dtype) -> None:
-    target(
-        slices, relabel(materialize(source, slices), spec, backend, connectivity, algorithm, dtype)
+    labels = relabel(
+        materialize(source, slices), spec, backend, connectivity, algorithm, dtype, staging=True
     )
+    target(slices, labels)
 
 
 def _check_cuda_on_workers(client: Client, plan, storage, label_dtype, connectivity) -> None:
@@ -226,7 +229,11 @@ def label_zarr(
         summaries = c.persist(
             [graph.delayed(key) for keys in per for key in keys], optimize_graph=False
         )
+        phases: dict[str, float] = {}
+        t_phase = time.perf_counter()
         _wait(c, futures_of(summaries[:: len(per[0])]), "labeling", progress)
+        phases["labeling"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
         # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
         # optimizing them as separate collections would rename those shared keys
         tables = [graph.delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
@@ -238,6 +245,8 @@ def label_zarr(
         _wait(c, [*spec_futures, count_future, *table_futures], "merging", progress)
         del summaries
         count = int(count_future.result())
+        phases["merging"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
         out_dtype = label_dtype(count, dtype)
 
         attrs = {
@@ -284,6 +293,7 @@ def label_zarr(
             raise
         attrs["tilelabel"]["complete"] = True
         out.attrs.update(attrs)
+        phases["writing"] = time.perf_counter() - t_phase
         if ome_name:
             ome.publish_labels(image, ome_name, storage_options)
         table = None
@@ -298,8 +308,15 @@ def label_zarr(
             )
 
     result = Result(
-        count, int(np.prod(shape)), time.perf_counter() - start, str(out_dtype), backend, table
+        count,
+        int(np.prod(shape)),
+        time.perf_counter() - start,
+        str(out_dtype),
+        backend,
+        table,
+        phases,
     )
+    log.info("phases: %s", ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
     log.debug("%s", result.summary())
     if return_result:
         return result
