@@ -31,7 +31,10 @@ class Backend(Protocol):
 
     def to_host(self, arr: Any) -> np.ndarray: ...
 
-    def apply_lut(self, labels: Any, lut: np.ndarray) -> np.ndarray: ...
+    def apply_lut(self, labels: Any, lut: np.ndarray, staging: bool = False) -> np.ndarray:
+        """``lut[labels]`` as a host array. ``staging``: the caller writes the result out and
+        drops it, so a GPU backend may return page-locked memory (a faster copy back)."""
+        ...
 
     def label_stats(
         self, labels: Any, n: int, offset: tuple[int, ...], intensity: np.ndarray | None = None
@@ -63,7 +66,7 @@ class CPUBackend:
     def to_host(self, arr):
         return np.asarray(arr)
 
-    def apply_lut(self, labels, lut):
+    def apply_lut(self, labels, lut, staging=False):
         from tilelabel.kernels.cpu_ops import apply_lut
 
         return apply_lut(labels, lut)

@@ -268,8 +268,10 @@ def relabel(
     connectivity: int,
     algorithm: str | None,
     dtype: np.dtype,
+    staging: bool = False,
 ) -> np.ndarray:
-    """Label a chunk again and map its local labels to final ones (host array of ``dtype``).
+    """Label a chunk again and map its local labels to final ones (host array of ``dtype``;
+    ``staging``: for a caller that writes it out at once, see :meth:`Backend.apply_lut`).
 
     Relabeling from the input rather than keeping local labels keeps memory per worker O(chunk)
     for any volume size; the kernels' canonical numbering makes the second pass identical to the
@@ -280,4 +282,4 @@ def relabel(
         raise RuntimeError(
             f"relabel pass found {n} local labels where the first pass found {spec.n}"
         )
-    return be.apply_lut(labels, numbering.build_lut(spec, dtype))
+    return be.apply_lut(labels, numbering.build_lut(spec, dtype), staging=staging)
