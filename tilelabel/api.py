@@ -102,6 +102,8 @@ def label(
             labels = cp.take(cp.asarray(lut), labels)
         else:
             labels = be.apply_lut(labels, lut)
+    if not _is_cupy(x):  # numpy in, numpy out, whichever device labeled it
+        labels = be.to_host(labels)
     out = label_dtype(n, dtype)
     if labels.dtype != out:
         labels = labels.astype(out)
