@@ -11,7 +11,8 @@ from skimage.measure import regionprops_table
 
 from tests.cases import families
 from tilelabel.kernels.backends import get_backend
-from tilelabel.kernels.cpu_stats import label_stats
+from tilelabel.kernels.cpu_ops import first_indices
+from tilelabel.kernels.cpu_stats import label_stats, label_stats_first
 from tilelabel.synth import random_volume
 
 PROPS = ("label", "area", "bbox", "centroid")
@@ -101,3 +102,126 @@ def test_random_against_regionprops(ndim, size, density, granularity, seed):
     labels, n = ndimage.label(img)
     intensity = np.random.default_rng(seed).integers(-5, 5, shape).astype(np.int32)
     check(label_stats(labels.astype(np.uint64), n, None, intensity), labels, None, intensity)
+
+
+def raster_numbered(lab):
+    """``lab`` renumbered 1..n in raster order of each label's first voxel (as kernels number)."""
+    flat = lab.reshape(-1)
+    u, first = np.unique(flat, return_index=True)
+    keep = u != 0
+    keys = u[keep][np.argsort(first[keep])]
+    lut = np.zeros(int(flat.max(initial=0)) + 1, np.int64)
+    lut[keys] = np.arange(1, len(keys) + 1)
+    return lut[lab], len(keys)
+
+
+def brute_stats(lab, n, intensity=None):
+    """label_stats' fields by numpy scatter operations, voxel by voxel."""
+    flat = lab.reshape(-1)
+    fg = flat != 0
+    idx = flat[fg] - 1
+    coords = np.stack(np.unravel_index(np.flatnonzero(fg), lab.shape), axis=1)
+    out = {
+        "count": np.bincount(idx, minlength=n).astype(np.int64)[:, None],
+        "lo": np.full((n, lab.ndim), np.iinfo(np.int64).max, np.int64),
+        "hi": np.full((n, lab.ndim), -1, np.int64),
+        "csum": np.zeros((n, lab.ndim), np.int64),
+    }
+    np.minimum.at(out["lo"], idx, coords)
+    np.maximum.at(out["hi"], idx, coords)
+    np.add.at(out["csum"], idx, coords)
+    if intensity is not None:
+        v = intensity.reshape(-1)[fg].astype(np.float64)
+        out["isum"] = np.zeros((n, 1))
+        out["imin"] = np.full((n, 1), np.inf)
+        out["imax"] = np.full((n, 1), -np.inf)
+        np.add.at(out["isum"][:, 0], idx, v)
+        np.minimum.at(out["imin"][:, 0], idx, v)
+        np.maximum.at(out["imax"][:, 0], idx, v)
+    return out
+
+
+def random_labels(rng, shape, k, background, run):
+    """Labels 1..k scattered without regard to connectivity, in runs of ``run`` along x."""
+    cells = shape[:-1] + (-(-shape[-1] // run),)
+    lab = rng.integers(1, k + 1, cells) * (rng.random(cells) >= background)
+    lab = np.repeat(lab, run, axis=-1)[..., : shape[-1]]
+    return raster_numbered(lab)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_labels_against_brute_force(seed):
+    # labels need not be connected: rows mixing several labels, sparse and dense, runs of one
+    # voxel and runs touching either end of a row, labels that leave a row and come back
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        ndim = int(rng.integers(2, 4))
+        shape = tuple(int(s) for s in rng.integers(1, 9, ndim - 1)) + (int(rng.integers(1, 90)),)
+        lab, n = random_labels(
+            rng, shape, int(rng.integers(1, 7)), rng.random(), int(rng.choice([1, 2, 5, 40]))
+        )
+        idt = rng.choice([np.uint8, np.int16, np.int32, np.int64, np.uint64])
+        intensity = rng.integers(0, 120, shape).astype(idt)
+        want = brute_stats(lab, n, intensity)
+        for dtype in (np.uint32, np.uint64):
+            for inten in (None, intensity):
+                got, first = label_stats_first(lab.astype(dtype), n, None, inten)
+                assert list(got) == [k for k in want if inten is not None or k[0] != "i"]
+                for key, val in got.items():
+                    assert val.dtype == want[key].dtype, key
+                    np.testing.assert_array_equal(val, want[key], err_msg=key)
+                if n:
+                    np.testing.assert_array_equal(first, first_indices(lab.astype(dtype), n))
+                else:
+                    assert first.shape == (0,)
+
+
+def test_rows_by_hand():
+    # 1 comes back in a sparse row that also holds 2, further left than before (its box must
+    # widen); 3 is a single voxel at the row's last x; 4 fills a whole row; 5 and 2 alternate
+    # voxel by voxel in a dense row
+    lab = np.array(
+        [
+            [0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0],
+            [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 3],
+            [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4],
+            [5, 2, 5, 2, 5, 2, 5, 2, 5, 2, 5, 1],
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        ],
+        np.uint32,
+    )
+    intensity = np.arange(lab.size, dtype=np.uint16).reshape(lab.shape)
+    for dtype in (np.uint32, np.uint64):
+        for shape in (lab.shape, (1,) + lab.shape, (5, 1, 12)):
+            L = lab.astype(dtype).reshape(shape)
+            got, first = label_stats_first(L, 5, None, intensity.reshape(shape))
+            want = brute_stats(L, 5, intensity.reshape(shape))
+            for key in want:
+                np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+            np.testing.assert_array_equal(first, [3, 20, 23, 24, 36])
+            assert label_stats(L, 5)["lo"][0, -1] == 0
+
+
+def test_float_and_nan_intensity_sums_in_raster_order():
+    # float intensities are summed per label in raster order, so the sums are those of a plain
+    # loop; NaN neither crashes nor spills into another label
+    rng = np.random.default_rng(3)
+    lab, n = random_labels(rng, (6, 7, 80), 4, 0.5, 3)
+    vals = rng.normal(0, 1e3, lab.shape)
+    for dt in (np.float32, np.float64):
+        v = vals.astype(dt)
+        got = label_stats(lab, n, None, v)
+        want = np.zeros(n)
+        for i, value in zip(lab.reshape(-1), v.reshape(-1), strict=True):
+            if i:
+                want[i - 1] += np.float64(value)
+        np.testing.assert_allclose(got["isum"][:, 0], want, rtol=1e-12)
+    v = vals.copy()
+    v[lab == 1] = np.nan
+    got = label_stats(lab, n, None, v)
+    assert np.isfinite(got["isum"][1:]).all() and np.isnan(got["isum"][0, 0])
+
+
+def test_first_indices_without_labels():
+    stats, first = label_stats_first(np.zeros((3, 4, 5), np.uint64), 0)
+    assert first.shape == (0,) and first.dtype == np.int64 and stats["count"].shape == (0, 1)

@@ -1,24 +1,73 @@
 """Per-label statistics of a labeled chunk in one pass (numba): the CPU side of ``label_stats``.
 
 The pass keeps one *pending* component in registers (the CPU form of HA4's aggregation before
-memory): a voxel of the current label, or of the background, costs a compare and a few
-branch-free updates (count, x sum, x range, intensity); y and z enter once per row; the per-label
-arrays are read and written only when another label turns up. Big components therefore cost
-almost nothing beyond reading the labels, and random noise no branch mispredictions.
+memory); the per-label arrays are read and written only when another label turns up. Each row
+is first scanned once, branch-free and vectorised, for the count and x sum of the pending label
+and for voxels of any other label. A row of only the pending label and background (most rows of
+big components and of noise alike) is taken whole from that scan: y and z enter once per row,
+the x range comes from the row's ends, intensities from one more loop (vectorised for integers
+of up to 32 bits). Rows with another label are walked again, run by run where they are sparse
+(a run adds its length, an arithmetic series of x and its two ends) and voxel by voxel,
+branch-free, where they are dense.
+The same walk can note where each label first appears (:func:`label_stats_first`), which the
+pipeline otherwise finds in a second pass (:func:`tilelabel.kernels.cpu_ops.first_indices`).
 
 Types: counts, boxes and coordinate sums are int64 and exact. A chunk's local coordinate sums
 stay far below 2**63; the pipeline adds ``offset * count`` to make them global, which stays exact
 while a component's coordinate sum along an axis is below 2**63 (for example any component of a
 volume with fewer than 2**63 / (largest coordinate) voxels: a full 50,000^3 volume still fits).
-Intensity sums, mins and maxes are float64 (exact for integer intensities below 2**53 per sum).
+Intensity sums, mins and maxes are float64 (exact for integer intensities below 2**53 per sum;
+float intensities are added one by one in raster order per label).
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 _BIG = np.iinfo(np.int64).max
+
+
+def _pure_row_intensity(row, vrow, cur, s, mn, mx):  # pragma: no cover - numba overload below
+    """Intensity sum, min and max over the voxels of label ``cur`` in a row, folded into the
+    pending ``s``, ``mn``, ``mx`` (the row holds no other label)."""
+    raise NotImplementedError
+
+
+@overload(_pure_row_intensity, jit_options={"cache": True, "nogil": True})
+def _pure_row_intensity_impl(row, vrow, cur, s, mn, mx):
+    if isinstance(vrow.dtype, types.Integer) and vrow.dtype.bitwidth <= 32:
+        # small integers: an exact int64 row sum and integer min / max vectorise; the float64
+        # pending sum gains the row's sum at once (exact while sums stay below 2**53)
+        lo0, hi0 = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+        def impl(row, vrow, cur, s, mn, mx):
+            rs = 0
+            rmn = lo0
+            rmx = hi0
+            for x in range(row.size):
+                m = row[x] == cur
+                v = np.int64(vrow[x])
+                rs += v if m else 0
+                rmn = min(rmn, v if m else lo0)
+                rmx = max(rmx, v if m else hi0)
+            return s + np.float64(rs), min(mn, np.float64(rmn)), max(mx, np.float64(rmx))
+
+        return impl
+
+    # floats and 64-bit integers: one float64 add per voxel in raster order, as the voxel loop
+    def impl(row, vrow, cur, s, mn, mx):
+        for x in range(row.size):
+            m = row[x] == cur
+            v = np.float64(vrow[x])
+            s += v if m else 0.0
+            mn = min(mn, v if m else np.inf)
+            mx = max(mx, v if m else -np.inf)
+        return s, mn, mx
+
+    return impl
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -35,100 +84,150 @@ def _flush(i, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum):
     hi[i, 2] = max(hi[i, 2], hx)
 
 
-@numba.njit(cache=True, nogil=True)
-def _geom(L, count, lo, hi, csum):
-    # one pending component in registers: voxels of the current label (or background) cost a
-    # compare and a few branch-free updates; y and z are folded in once per row; the per-label
-    # arrays are touched only when another label turns up
-    D, H, W = L.shape
-    cur = L.dtype.type(0)
-    c = sz = sy = sx = 0
-    lz = ly = lx = _BIG
-    hz = hy = hx = -1
-    for z in range(D):
-        for y in range(H):
-            row = L[z, y]
-            rc = 0
-            for x in range(W):
-                lab = row[x]
-                m = lab == cur
-                rc += m
-                sx += x if m else 0
-                lx = min(lx, x if m else _BIG)
-                hx = max(hx, x if m else -1)
-                if lab != cur and lab != 0:
-                    if rc:
-                        c += rc
-                        sy += rc * y
-                        sz += rc * z
-                        ly, hy, lz, hz = min(ly, y), max(hy, y), min(lz, z), max(hz, z)
-                    if cur != 0:
-                        _flush(np.int64(cur) - 1, c, sz, sy, sx, lz, ly, lx, hz, hy, hx,
-                               count, lo, hi, csum)  # fmt: skip
-                    cur = lab
-                    rc, c, sx, sy, sz = 1, 0, x, 0, 0
-                    lx, hx, ly, hy, lz, hz = x, x, _BIG, -1, _BIG, -1
-            if rc:
-                c += rc
-                sy += rc * y
-                sz += rc * z
-                ly, hy, lz, hz = min(ly, y), max(hy, y), min(lz, z), max(hz, z)
-    if cur != 0:
-        _flush(np.int64(cur) - 1, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum)
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz):
+    # rc voxels of the pending label in row (z, y): y and z enter once per row
+    if rc == 0:
+        return c, sy, sz, ly, hy, lz, hz
+    return c + rc, sy + rc * y, sz + rc * z, min(ly, y), max(hy, y), min(lz, z), max(hz, z)
 
 
 @numba.njit(cache=True, nogil=True)
-def _geom_intensity(L, V, count, lo, hi, csum, isum, imin, imax):
-    # as _geom, with the intensity sum, min and max of the pending component in registers too
+def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
+    # One pending component (label ``cur``) in registers; the per-label arrays are read and
+    # written only when another label turns up. Each row first gets one branch-free, vectorised
+    # scan: count and x sum of ``cur``, and how many voxels hold another label. A row of only
+    # ``cur`` and background (most rows, in big components and in noise alike) is folded in
+    # whole from that scan, its x range from its ends. A row with another label is walked again:
+    # run by run where it is sparse (a run adds its length, an arithmetic series of x and its
+    # ends; background costs one compare a voxel), voxel by voxel and branch-free where it is
+    # dense (short runs would mispredict). ``V`` (intensity) and ``first`` (first voxel of each
+    # label) may be None: numba then compiles their parts out.
     D, H, W = L.shape
     cur = L.dtype.type(0)
     c = sz = sy = sx = 0
     lz = ly = lx = _BIG
     hz = hy = hx = -1
     s, mn, mx = 0.0, np.inf, -np.inf
+    nxt = 1
     for z in range(D):
         for y in range(H):
             row = L[z, y]
-            vrow = V[z, y]
+            rc = 0
+            rsx = 0
+            oth = 0
+            for x in range(W):
+                lab = row[x]
+                m = lab == cur
+                rc += m
+                rsx += x if m else 0
+                oth += (lab != cur) & (lab != 0)
+            if oth == 0:
+                if rc == 0 or cur == 0:
+                    continue  # background only (or only cur, before any label: also background)
+                a = 0
+                while row[a] != cur:
+                    a += 1
+                b = W - 1
+                while row[b] != cur:
+                    b -= 1
+                sx += rsx
+                lx, hx = min(lx, a), max(hx, b)
+                c, sy, sz, ly, hy, lz, hz = _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz)
+                if V is not None:
+                    s, mn, mx = _pure_row_intensity(row, V[z, y], cur, s, mn, mx)
+                continue
+            if V is not None:
+                vrow = V[z, y]
+            if 4 * (oth + (rc if cur != 0 else 0)) <= W:
+                # sparse: run by run
+                rc = 0
+                x = 0
+                while x < W:
+                    lab = row[x]
+                    if lab == 0:
+                        x += 1
+                        continue
+                    a = k0 = x
+                    x += 1
+                    while x < W and row[x] == lab:
+                        x += 1
+                    if lab != cur:
+                        if cur != 0:
+                            c, sy, sz, ly, hy, lz, hz = _fold_row(
+                                rc, y, z, c, sy, sz, ly, hy, lz, hz
+                            )
+                            i = np.int64(cur) - 1
+                            _flush(i, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum)
+                            if V is not None:
+                                isum[i] += s
+                                imin[i] = min(imin[i], mn)
+                                imax[i] = max(imax[i], mx)
+                        if first is not None:
+                            # labels are numbered in raster order of their first voxel, which
+                            # always starts a run of a label other than the pending one
+                            if lab == nxt:
+                                first[nxt - 1] = (z * H + y) * W + a
+                                nxt += 1
+                        cur = lab
+                        rc, c, sx, sy, sz = 0, 0, 0, 0, 0
+                        lx, hx, ly, hy, lz, hz = a, x - 1, _BIG, -1, _BIG, -1
+                        if V is not None:
+                            # as the voxel loop does (which also settles NaN the same way)
+                            s = mn = mx = np.float64(vrow[a])
+                            k0 = a + 1
+                    rc += x - a
+                    sx += (a + x - 1) * (x - a) // 2
+                    lx, hx = min(lx, a), max(hx, x - 1)
+                    if V is not None:
+                        for k in range(k0, x):
+                            v = np.float64(vrow[k])
+                            s += v
+                            mn = min(mn, v)
+                            mx = max(mx, v)
+                c, sy, sz, ly, hy, lz, hz = _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz)
+                continue
+            # dense: a voxel of cur (or background) costs a compare and a few branch-free
+            # updates; y and z are folded in once per stretch of the row
             rc = 0
             for x in range(W):
                 lab = row[x]
-                v = np.float64(vrow[x])
                 m = lab == cur
                 rc += m
                 sx += x if m else 0
                 lx = min(lx, x if m else _BIG)
                 hx = max(hx, x if m else -1)
-                s += v if m else 0.0
-                mn = min(mn, v if m else np.inf)
-                mx = max(mx, v if m else -np.inf)
+                if V is not None:
+                    v = np.float64(vrow[x])
+                    s += v if m else 0.0
+                    mn = min(mn, v if m else np.inf)
+                    mx = max(mx, v if m else -np.inf)
                 if lab != cur and lab != 0:
-                    if rc:
-                        c += rc
-                        sy += rc * y
-                        sz += rc * z
-                        ly, hy, lz, hz = min(ly, y), max(hy, y), min(lz, z), max(hz, z)
                     if cur != 0:
+                        c, sy, sz, ly, hy, lz, hz = _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz)
                         i = np.int64(cur) - 1
                         _flush(i, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum)
-                        isum[i] += s
-                        imin[i] = min(imin[i], mn)
-                        imax[i] = max(imax[i], mx)
+                        if V is not None:
+                            isum[i] += s
+                            imin[i] = min(imin[i], mn)
+                            imax[i] = max(imax[i], mx)
+                    if first is not None:
+                        if lab == nxt:
+                            first[nxt - 1] = (z * H + y) * W + x
+                            nxt += 1
                     cur = lab
                     rc, c, sx, sy, sz = 1, 0, x, 0, 0
                     lx, hx, ly, hy, lz, hz = x, x, _BIG, -1, _BIG, -1
-                    s, mn, mx = v, v, v
-            if rc:
-                c += rc
-                sy += rc * y
-                sz += rc * z
-                ly, hy, lz, hz = min(ly, y), max(hy, y), min(lz, z), max(hz, z)
+                    if V is not None:
+                        s, mn, mx = v, v, v
+            c, sy, sz, ly, hy, lz, hz = _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz)
     if cur != 0:
         i = np.int64(cur) - 1
         _flush(i, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum)
-        isum[i] += s
-        imin[i] = min(imin[i], mn)
-        imax[i] = max(imax[i], mx)
+        if V is not None:
+            isum[i] += s
+            imin[i] = min(imin[i], mn)
+            imax[i] = max(imax[i], mx)
 
 
 def empty_stats(n: int, ndim: int, intensity: bool) -> dict[str, np.ndarray]:
@@ -157,6 +256,36 @@ def to_global(stats: dict[str, np.ndarray], offset) -> dict[str, np.ndarray]:
     return stats
 
 
+def _label_stats(labels, n, offset, intensity, first):
+    labels = np.asarray(labels)
+    ndim = labels.ndim
+    if ndim not in (2, 3):
+        raise ValueError(f"label_stats takes 2D or 3D labels, got {ndim}D")
+    out = empty_stats(n, 3, intensity is not None)
+    L = np.ascontiguousarray(labels).reshape((1,) * (3 - ndim) + labels.shape)
+    if n and L.size:
+        V = None
+        if intensity is not None:
+            V = np.asarray(intensity)
+            if V.shape != labels.shape:
+                raise ValueError(f"intensity shape {V.shape} differs from labels {labels.shape}")
+            if V.dtype == np.bool_:
+                V = V.view(np.uint8)
+            V = np.ascontiguousarray(V).reshape(L.shape)
+        cnt = out["count"].reshape(-1)
+        if V is None:
+            _stats(L, None, cnt, out["lo"], out["hi"], out["csum"], None, None, None, first)
+        else:
+            isum, imin, imax = (out[k].reshape(-1) for k in ("isum", "imin", "imax"))
+            _stats(L, V, cnt, out["lo"], out["hi"], out["csum"], isum, imin, imax, first)
+    if ndim == 2:
+        for name in ("lo", "hi", "csum"):
+            out[name] = np.ascontiguousarray(out[name][:, 1:])
+    if offset is not None:
+        to_global(out, offset)
+    return out
+
+
 def label_stats(labels: np.ndarray, n: int, offset=None, intensity=None) -> dict[str, np.ndarray]:
     """Statistics of labels 1..n of ``labels`` (2D or 3D, every label present at least once).
 
@@ -165,37 +294,17 @@ def label_stats(labels: np.ndarray, n: int, offset=None, intensity=None) -> dict
     same shape) also ``isum``, ``imin``, ``imax`` (n, 1) float64. Coordinates are shifted by
     ``offset`` (a chunk's position in the volume).
     """
-    labels = np.asarray(labels)
-    ndim = labels.ndim
-    if ndim not in (2, 3):
-        raise ValueError(f"label_stats takes 2D or 3D labels, got {ndim}D")
-    out = empty_stats(n, 3, intensity is not None)
-    L = np.ascontiguousarray(labels).reshape((1,) * (3 - ndim) + labels.shape)
-    if n and L.size:
-        cnt = out["count"].reshape(-1)
-        if intensity is None:
-            _geom(L, cnt, out["lo"], out["hi"], out["csum"])
-        else:
-            V = np.asarray(intensity)
-            if V.shape != labels.shape:
-                raise ValueError(f"intensity shape {V.shape} differs from labels {labels.shape}")
-            if V.dtype == np.bool_:
-                V = V.view(np.uint8)
-            V = np.ascontiguousarray(V).reshape(L.shape)
-            _geom_intensity(
-                L,
-                V,
-                cnt,
-                out["lo"],
-                out["hi"],
-                out["csum"],
-                out["isum"].reshape(-1),
-                out["imin"].reshape(-1),
-                out["imax"].reshape(-1),
-            )
-    if ndim == 2:
-        for name in ("lo", "hi", "csum"):
-            out[name] = np.ascontiguousarray(out[name][:, 1:])
-    if offset is not None:
-        to_global(out, offset)
-    return out
+    return _label_stats(labels, n, offset, intensity, None)
+
+
+def label_stats_first(
+    labels: np.ndarray, n: int, offset=None, intensity=None
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """``(label_stats(labels, n, offset, intensity), first_indices(labels, n))`` in one pass.
+
+    Labels must be numbered 1..n in raster order of their first voxel (as every kernel numbers
+    them); the second item is the raster index (in ``labels``' own C order) of each label's first
+    voxel, int64 (n,), as :func:`tilelabel.kernels.cpu_ops.first_indices` gives it.
+    """
+    first = np.empty(n, np.int64)
+    return _label_stats(labels, n, offset, intensity, first), first
