@@ -354,11 +354,43 @@ for _ndim, _conn in ((2, 4), (3, 6), (3, 18)):
         register("cuda", _ndim, _conn, _alg)(_make(_conn, _alg))
 
 
+def overlap() -> bool:
+    """Whether a worker's host threads get their own streams and page-locked transfers (the
+    default); ``TILELABEL_CUDA_OVERLAP=0`` turns both off, for comparisons."""
+    return os.environ.get("TILELABEL_CUDA_OVERLAP", "1") != "0"
+
+
+#: host arrays from this size on are uploaded through page-locked memory
+_PINNED_FROM = 8 << 20
+
+
+def upload(block):
+    """A host array on the device (CuPy arrays pass through).
+
+    Large arrays go through page-locked memory: a pageable copy holds a driver lock for its whole
+    length, which stalls every other host thread's CUDA calls (stream events, allocations); the
+    staged copy is a CPU memcpy with the GIL released, then a DMA.
+    """
+    import cupy as cp
+
+    if isinstance(block, cp.ndarray) or not overlap() or block.nbytes < _PINNED_FROM:
+        return cp.asarray(block)
+    import cupyx
+
+    staged = cupyx.empty_pinned(block.shape, block.dtype)
+    np.copyto(staged, block)
+    out = cp.empty(block.shape, block.dtype)
+    out.set(staged)
+    # CuPy's pinned pool takes ``staged`` back when it is dropped, whatever the stream is doing
+    cp.cuda.get_current_stream().synchronize()
+    return out
+
+
 def foreground_device(block):
     """Nonzero is foreground: a C-contiguous uint8 CuPy array of 0/1 (moves host arrays over)."""
     import cupy as cp
 
-    a = cp.asarray(block)
+    a = upload(block)
     if a.dtype == np.bool_:
         return cp.ascontiguousarray(a).view(np.uint8)
     if a.dtype == np.uint8:
@@ -376,11 +408,11 @@ def thread_stream():
     A GPU worker runs several tasks at once in its host threads; on the legacy default stream
     every copy and kernel of every thread would queue behind the others. The caller's stream
     waits for ours on exit, so arrays handed back are safe to use there.
-    ``TILELABEL_CUDA_STREAMS=0`` keeps everything on the caller's stream (for comparisons).
+    Off with :func:`overlap` (everything on the caller's stream).
     """
     import cupy as cp
 
-    if os.environ.get("TILELABEL_CUDA_STREAMS", "1") == "0":
+    if not overlap():
         yield
         return
     dev = cp.cuda.Device().id
@@ -455,7 +487,7 @@ class CUDABackend:
 
         lut_d = cp.asarray(np.ascontiguousarray(lut))
         out_d = cp.take(lut_d, cp.asarray(labels))
-        if not staging:
+        if not staging or not overlap():
             return cp.asnumpy(out_d)
         # page-locked memory from CuPy's pinned pool: the copy back runs at full bus speed
         # instead of through the driver's pageable staging (a 512^3 chunk: ~25 ms, not ~200)

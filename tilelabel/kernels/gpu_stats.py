@@ -74,7 +74,9 @@ def _decode(keys: np.ndarray) -> np.ndarray:
 def _intensity_device(intensity, shape):
     import cupy as cp
 
-    v = cp.asarray(intensity)
+    from tilelabel.kernels.gpu import upload
+
+    v = upload(intensity)
     if tuple(v.shape) != tuple(shape):
         raise ValueError(f"intensity shape {tuple(v.shape)} differs from labels {tuple(shape)}")
     if v.dtype == np.bool_:
