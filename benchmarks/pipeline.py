@@ -5,10 +5,13 @@ Each method runs on a fresh cluster of its own kind, so that the peak memory per
 reports (host RSS high-water mark of each worker process; for GPU workers also CuPy's pool
 high-water mark) belongs to that run alone.
 
-- ``copy``: read the uint8 chunks, write uint32 chunks with the same codec (dask, CPU cluster of
-  one single-threaded worker per core) -- what any zarr-to-zarr job of this shape must pay;
-- ``copy-gpu``: the same copy on the GPU cluster (its worker and thread count), the fair floor
-  for the GPU pipeline;
+- ``copy``: read the uint8 chunks, write uint32 chunks with the same codec, through the same
+  zarr reader and writer and processing chunks as tilelabel (CPU cluster of one single-threaded
+  worker per core) -- what any zarr-to-zarr job of this shape must pay;
+- ``copy-gpu``: the same copy on the GPU cluster (its worker and thread count, GPU processing
+  chunks), the fair floor for the GPU pipeline;
+- ``copy-dask`` / ``copy-dask-gpu``: the copy as a dask user writes it
+  (``from_zarr().astype().store()``, zarr's synchronous API) on the CPU / GPU cluster;
 - ``tilelabel-gpu``: ``label_zarr(backend="cuda")`` on a LocalCUDACluster (``--gpus`` workers);
 - ``tilelabel-cpu``: ``label_zarr(backend="cpu")`` on the CPU cluster;
 - ``dask-image``: ``dask_image.ndmeasure.label`` with the same structure, stored with ``to_zarr``.
@@ -41,6 +44,8 @@ import zarr  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
 import tilelabel  # noqa: E402
+from tilelabel.pipeline.plan import DEFAULT_TARGET_VOXELS, plan_for_storage  # noqa: E402
+from tilelabel.pipeline.zarr_io import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
 from tilelabel.synth import write_random_zarr  # noqa: E402
 
 
@@ -100,17 +105,34 @@ def gpu_cluster(gpus: int, threads: int):
     )
 
 
-def zarr_copy(src: str, dst: str, client: Client) -> None:
-    arr = da.from_zarr(src)
+def create_like(src: str, dst: str, dtype: str = "uint32") -> zarr.Array:
     z = zarr.open_array(src)
-    out = zarr.create_array(
-        dst,
-        shape=z.shape,
-        chunks=z.chunks,
-        dtype="uint32",
-        compressors=z.compressors,
-        overwrite=True,
+    return zarr.create_array(
+        dst, shape=z.shape, chunks=z.chunks, dtype=dtype, compressors=z.compressors, overwrite=True
     )
+
+
+def _copy_chunk(source: ZarrSource, target: ZarrTarget, slices) -> None:
+    target(slices, source(slices).astype(np.uint32))
+
+
+def zarr_copy(src: str, dst: str, client: Client, backend: str, chunks) -> None:
+    """Read uint8, write uint32: tilelabel's reads and writes (its zarr I/O path, its processing
+    chunks for ``backend``) with no labeling in between."""
+    z = zarr.open_array(src)
+    create_like(src, dst)
+    plan = plan_for_storage(z.shape, storage_chunks(z), chunks, DEFAULT_TARGET_VOXELS[backend])
+    slices = [plan.slices(i) for i in plan.indices()]
+    n = len(slices)
+    futures = client.map(_copy_chunk, [ZarrSource(src)] * n, [ZarrTarget(dst)] * n, slices)
+    client.gather(futures)
+
+
+def dask_copy(src: str, dst: str, client: Client) -> None:
+    """The same copy written the dask way: ``from_zarr(...).astype(...).store(...)``, one task
+    per storage chunk, through zarr's synchronous API."""
+    out = create_like(src, dst)
+    arr = da.from_zarr(src)
     client.compute(arr.astype(np.uint32).store(out, lock=False, compute=False)).result()
 
 
@@ -156,25 +178,30 @@ def in_subprocess(method: str, src: str, dst: str, args) -> dict:
     raise RuntimeError(f"child failed: {done.stderr[-300:]}")
 
 
-def run_method(method: str, src: str, dst: str, args) -> dict:
-    gpu = method in ("tilelabel-gpu", "copy-gpu")
-    cluster = gpu_cluster(args.gpus, args.threads_per_gpu) if gpu else cpu_cluster(args.cpu_workers)
+def run_method(method: str, src: str, dst: str, args, gpus: int = 1) -> dict:
+    gpu = method.endswith("-gpu")
+    cluster = gpu_cluster(gpus, args.threads_per_gpu) if gpu else cpu_cluster(args.cpu_workers)
+    phases = {}
     with cluster, Client(cluster, set_as_default=False) as client:
         client.run(start_peaks, gpu)
         t0 = time.perf_counter()
-        if method.startswith("copy"):
-            n = zarr_copy(src, dst, client)
+        if method.startswith("copy-dask"):
+            n = dask_copy(src, dst, client)
+        elif method.startswith("copy"):
+            n = zarr_copy(src, dst, client, "cuda" if gpu else "cpu", args.chunks)
         elif method == "dask-image":
             n = dask_image_label(src, dst, client)
         else:
-            n = tilelabel.label_zarr(
+            res = tilelabel.label_zarr(
                 src,
                 dst,
                 backend="cuda" if gpu else "cpu",
                 client=client,
                 chunks=args.chunks,
                 overwrite=True,
+                return_result=True,
             )
+            n, phases = res.components, res.phases
         seconds = time.perf_counter() - t0
         peaks = client.run(stop_peaks).values()
         rss, gpu_peak = max(p[0] for p in peaks), max(p[1] for p in peaks)
@@ -185,6 +212,7 @@ def run_method(method: str, src: str, dst: str, args) -> dict:
         "peak_rss_per_worker": rss,
         "peak_gpu_per_worker": gpu_peak,
         "workers": workers,
+        "phases": phases,
     }
 
 
@@ -227,7 +255,9 @@ def main() -> None:
         default=None,
         help="tilelabel processing chunks (default: tilelabel's own plan)",
     )
-    p.add_argument("--gpus", type=int, default=1)
+    p.add_argument(
+        "--gpus", type=int, nargs="+", default=[1], help="GPU counts to run the GPU methods with"
+    )
     p.add_argument(
         "--threads-per-gpu",
         type=int,
@@ -259,7 +289,7 @@ def main() -> None:
         import cupy as cp
 
         props = cp.cuda.runtime.getDeviceProperties(0)
-        device = f"{props['name'].decode()} x{args.gpus}"
+        device = f"{props['name'].decode()} x{cp.cuda.runtime.getDeviceCount()}"
     except Exception:
         pass
     warm_up(work, args.methods)
@@ -275,7 +305,10 @@ def main() -> None:
                 f"# {size}^3 d={density}: input written in {time.perf_counter() - t0:.1f} s",
                 flush=True,
             )
-            for method in args.methods:
+            runs = [
+                (m, g) for m in args.methods for g in (args.gpus if m.endswith("-gpu") else [0])
+            ]
+            for method, gpus in runs:
                 if method == "dask-image" and size > args.dask_image_max:
                     continue
                 if method == "tilelabel-cpu" and size > args.cpu_max:
@@ -285,12 +318,12 @@ def main() -> None:
                     if method == "dask-image":
                         r = in_subprocess(method, src, dst, args)
                     else:
-                        r = run_method(method, src, dst, args)
+                        r = run_method(method, src, dst, args, gpus)
                 except TimeoutError:
                     r = {"timeout": args.time_limit}
                 except Exception as e:  # record and go on: one method failing is a result too
                     r = {"error": f"{type(e).__name__}: {e}"[:300]}
-                r.update(method=method, size=size, density=density, voxels=size**3)
+                r.update(method=method, size=size, density=density, voxels=size**3, gpus=gpus)
                 if "seconds" in r:
                     r["gvox_s"] = size**3 / r["seconds"] / 1e9
                 rows.append(r)
@@ -327,7 +360,7 @@ def main() -> None:
                 f"{m} > {r['timeout'] / t:.0f}x faster"
                 for m, t in same.items()
                 if m.startswith("tilelabel")
-            )
+            )  # (with several GPU counts, the last one's time)
             lines.append(
                 f"| {r['size']}³ | {r['density']} | {r['method']} | | > {r['timeout']:.0f}"
                 f" (stopped) | | | {bound} | | |"
@@ -344,12 +377,15 @@ def main() -> None:
             for x in rows
             if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
         ]
-        ref = {x["method"]: x["seconds"] for x in same}
-        copy_ref = ref.get("copy-gpu" if r["method"].endswith("gpu") else "copy")
+        ref = {(x["method"], x.get("gpus", 0)): x["seconds"] for x in same}
+        gpus = r.get("gpus", 0)
+        copy_ref = ref.get(("copy-gpu", gpus) if gpus else ("copy", 0))
         vs_copy = f"{copy_ref / r['seconds']:.2f}x" if copy_ref else ""
-        vs_di = f"{ref['dask-image'] / r['seconds']:.1f}x" if "dask-image" in ref else ""
+        di = ref.get(("dask-image", 0))
+        vs_di = f"{di / r['seconds']:.1f}x" if di else ""
+        name = r["method"] + (f" ({gpus} GPU{'s' if gpus > 1 else ''})" if gpus else "")
         lines.append(
-            f"| {r['size']}³ | {r['density']} | {r['method']} | {r['workers']} | "
+            f"| {r['size']}³ | {r['density']} | {name} | {r['workers']} | "
             f"{r['seconds']:.2f} | {r['gvox_s']:.3f} | {vs_copy} | {vs_di} | "
             f"{r['peak_rss_per_worker'] / 2**30:.2f} | {r['peak_gpu_per_worker'] / 2**30:.2f} |"
         )
