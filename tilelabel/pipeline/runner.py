@@ -223,17 +223,14 @@ def label_zarr(
             Source(lambda idx: source), plan, conn, backend, algorithm, opts, isource
         )
         idxs = list(plan.indices())
-        # phase 1 on its own, so that its bar counts chunks; its results stay on the workers and
-        # phase 2's submission finds them there instead of recomputing them
+        # phase 1 is persisted on its own, so that its bar counts chunks; phase 2 is submitted
+        # at once after it and finds the summaries' keys there instead of recomputing them. The
+        # scheduler runs the earlier submission first, so border pairs of finished neighbours
+        # fill the threads that the last chunks of phase 1 leave idle.
         per = [(*graph.summary_keys[i], *([graph.stats_keys[i]] if opts else [])) for i in idxs]
         summaries = c.persist(
             [graph.delayed(key) for keys in per for key in keys], optimize_graph=False
         )
-        phases: dict[str, float] = {}
-        t_phase = time.perf_counter()
-        _wait(c, futures_of(summaries[:: len(per[0])]), "labeling", progress)
-        phases["labeling"] = time.perf_counter() - t_phase
-        t_phase = time.perf_counter()
         # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
         # optimizing them as separate collections would rename those shared keys
         tables = [graph.delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
@@ -242,6 +239,11 @@ def label_zarr(
             optimize_graph=False,
         )
         table_futures, spec_futures = spec_futures[: len(tables)], spec_futures[len(tables) :]
+        phases: dict[str, float] = {}
+        t_phase = time.perf_counter()
+        _wait(c, futures_of(summaries[:: len(per[0])]), "labeling", progress)
+        phases["labeling"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
         _wait(c, [*spec_futures, count_future, *table_futures], "merging", progress)
         del summaries
         count = int(count_future.result())
