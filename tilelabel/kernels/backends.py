@@ -43,6 +43,12 @@ class Backend(Protocol):
         :func:`tilelabel.kernels.cpu_stats.label_stats` for the fields)."""
         ...
 
+    def label_stats_first(
+        self, labels: Any, n: int, offset: tuple[int, ...], intensity: np.ndarray | None = None
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """``(label_stats(...), first_indices(labels, n))``, in one pass where the device can."""
+        ...
+
 
 def foreground(block: np.ndarray) -> np.ndarray:
     """Nonzero is foreground; the kernels take C-contiguous 0/1 uint8."""
@@ -75,6 +81,11 @@ class CPUBackend:
         from tilelabel.kernels.cpu_stats import label_stats
 
         return label_stats(labels, n, offset, intensity)
+
+    def label_stats_first(self, labels, n, offset, intensity=None):
+        from tilelabel.kernels.cpu_stats import label_stats_first
+
+        return label_stats_first(labels, n, offset, intensity)
 
 
 def chunk_memory(

@@ -503,6 +503,10 @@ class CUDABackend:
 
         return label_stats_device(labels, n, offset, intensity)
 
+    def label_stats_first(self, labels, n, offset, intensity=None):
+        # label() already has the first voxels: nothing to fuse
+        return self.label_stats(labels, n, offset, intensity), self.first_indices(labels, n)
+
 
 def device_memory(block_shape: tuple[int, ...], dtype, connectivity: int) -> tuple[int, int]:
     """(bytes labeling and relabeling one chunk of ``block_shape`` can take on this GPU, bytes

@@ -104,7 +104,10 @@ def summarize(
             f"{block.shape}"
         )
     labels, n, be = label_block(block, backend, connectivity, algorithm)
-    first = be.first_indices(labels, n)
+    if stats:
+        table, first = be.label_stats_first(labels, n, offset, intensity)
+    else:
+        first = be.first_indices(labels, n)
     ndim = block.ndim
     faces: list[np.ndarray | None] = []
     for axis in range(ndim):
@@ -124,7 +127,6 @@ def summarize(
     row_counts = np.bincount(first // x, minlength=rows).astype(np.int64)
     row_counts = row_counts.reshape(block.shape[:-1])
     if stats:
-        table = be.label_stats(labels, n, offset, intensity)
         del labels
         return Borders(faces, ids, keys), Counts(n, row_counts, ids, keys), table
     del labels
