@@ -8,6 +8,7 @@ it on a cluster in phases) share every step.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import uuid
@@ -20,6 +21,8 @@ import numpy as np
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
+from tilelabel.kernels.backends import get_backend
+from tilelabel.pipeline import keep as keep_mod
 from tilelabel.pipeline import merge, numbering
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.local import label_block, summarize
@@ -35,13 +38,19 @@ def materialize(block: Any, slices: tuple[slice, ...]) -> np.ndarray:
     return np.asarray(block(slices))
 
 
-def _summarize(block, slices, *args):
-    return summarize(materialize(block, slices), *args)
+def _keeper(slot: keep_mod.Slot | None):
+    return None if slot is None else functools.partial(keep_mod.put, slot)
 
 
-def _summarize_stats(block, ivals, slices, *args):
+def _summarize(block, slot, slices, *args):
+    return summarize(materialize(block, slices), *args, keep=_keeper(slot))
+
+
+def _summarize_stats(block, ivals, slot, slices, *args):
     intensity = None if ivals is None else materialize(ivals, slices)
-    return summarize(materialize(block, slices), *args, stats=True, intensity=intensity)
+    return summarize(
+        materialize(block, slices), *args, stats=True, intensity=intensity, keep=_keeper(slot)
+    )
 
 
 def _pairs(borders, steps, neighbours, connectivity):
@@ -81,6 +90,9 @@ class MergeGraph:
     #: (persist them with the summaries) and, with a table, of its rows of the table
     stats_keys: dict[tuple[int, ...], Key] = field(default_factory=dict)
     table_keys: dict[tuple[int, ...], Key] = field(default_factory=dict)
+    #: per chunk index, where its labels may have been kept (None: keeping is off)
+    slots: dict[tuple[int, ...], keep_mod.Slot | None] = field(default_factory=dict)
+    token: str = ""
 
     def delayed(self, key: Key) -> Delayed:
         """A Delayed for any key of the graph (a spec or a summary part), for computing it."""
@@ -95,11 +107,14 @@ def build_merge_graph(
     algorithm: str | None = None,
     stats: stats_mod.StatsOptions | None = None,
     intensity: Source | None = None,
+    keep_budget: int = 0,
 ) -> MergeGraph:
     """From chunk blocks to per-chunk LUT specs and the component count.
 
     ``stats`` (None: labels only, the default path) adds per-chunk statistics (over the blocks
     of ``intensity`` if given), their border merge, a size filter and per-chunk table rows.
+    ``keep_budget``: bytes of labels per worker the labeling pass may keep for the writing pass
+    (:mod:`tilelabel.pipeline.keep`; the slots are ``MergeGraph.slots``).
     """
     token = source.token or uuid.uuid4().hex
     shape = plan.shape
@@ -109,12 +124,15 @@ def build_merge_graph(
         return (f"tilelabel-{name}-{token}", *idx)
 
     dsk: dict[Key, Any] = {}
+    slots = {
+        idx: keep_mod.Slot(token, idx, keep_budget) if keep_budget > 0 else None for idx in idxs
+    }
     for idx in idxs:
         open_faces = tuple((idx[a] > 0, idx[a] < plan.grid[a] - 1) for a in range(plan.ndim))
-        head = (_summarize, source.block(idx))
+        head = (_summarize, source.block(idx), slots[idx])
         if stats is not None:
             ivals = None if intensity is None else intensity.block(idx)
-            head = (_summarize_stats, source.block(idx), ivals)
+            head = (_summarize_stats, source.block(idx), ivals, slots[idx])
         dsk[k("summary", idx)] = (
             *head,
             plan.slices(idx),
@@ -258,26 +276,33 @@ def build_merge_graph(
         count_name,
         {idx: k("stats", idx) for idx in idxs} if stats is not None else {},
         table_keys,
+        slots,
+        token,
     )
 
 
 def relabel(
-    block: np.ndarray,
+    block: Any,
     spec: numbering.LutSpec,
     backend: str,
     connectivity: int,
     algorithm: str | None,
     dtype: np.dtype,
     staging: bool = False,
+    kept: tuple[Any, int] | None = None,
 ) -> np.ndarray:
     """Label a chunk again and map its local labels to final ones (host array of ``dtype``;
     ``staging``: for a caller that writes it out at once, see :meth:`Backend.apply_lut`).
 
-    Relabeling from the input rather than keeping local labels keeps memory per worker O(chunk)
-    for any volume size; the kernels' canonical numbering makes the second pass identical to the
-    first.
+    ``kept``: the ``(labels, n)`` the labeling pass kept (:mod:`tilelabel.pipeline.keep`), used
+    instead of labeling again; ``block`` may then be a reader that is never called. Relabeling
+    from the input otherwise keeps memory per worker O(chunk) for any volume size; the kernels'
+    canonical numbering makes the second pass identical to the first.
     """
-    labels, n, be = label_block(block, backend, connectivity, algorithm)
+    if kept is not None:
+        (labels, n), be = kept, get_backend(backend)
+    else:
+        labels, n, be = label_block(block, backend, connectivity, algorithm)
     if n != spec.n:
         raise RuntimeError(
             f"relabel pass found {n} local labels where the first pass found {spec.n}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,12 +91,15 @@ def summarize(
     algorithm: str | None,
     stats: bool = False,
     intensity: np.ndarray | None = None,
+    keep: Callable[[object, int], object] | None = None,
 ) -> tuple[Borders, Counts] | tuple[Borders, Counts, dict[str, np.ndarray]]:
     """Label one chunk and return what the merge and the numbering need from it.
 
     ``open_faces[axis][side]`` says whether another chunk lies beyond that face; only labels on
     such faces take part in the merge. With ``stats``, a third item: the statistics of every
     local label in global coordinates (:meth:`Backend.label_stats`, over ``intensity`` if given).
+    ``keep(labels, n)`` is handed the chunk's labels (device or host, the backend's own) for the
+    writing pass to reuse.
     """
     check_block(block, where)
     if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
@@ -104,6 +108,8 @@ def summarize(
             f"{block.shape}"
         )
     labels, n, be = label_block(block, backend, connectivity, algorithm)
+    if keep is not None:
+        keep(labels, n)
     if stats:
         table, first = be.label_stats_first(labels, n, offset, intensity)
     else:

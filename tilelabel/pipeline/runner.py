@@ -26,7 +26,7 @@ from tilelabel import connectivity as conn_mod
 from tilelabel._version import __version__
 from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import resolve_backend
-from tilelabel.pipeline import ome, zarr_io
+from tilelabel.pipeline import keep, ome, zarr_io
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.cluster import connect
 from tilelabel.pipeline.graph import Source, build_merge_graph, materialize, relabel
@@ -73,10 +73,12 @@ def _wait(client: Client, futures: Iterable[Future], desc: str, progress: bool) 
             bar.close()
 
 
-def _write_chunk(source, slices, spec, target, backend, connectivity, algorithm, dtype) -> None:
-    labels = relabel(
-        materialize(source, slices), spec, backend, connectivity, algorithm, dtype, staging=True
-    )
+def _write_chunk(
+    source, slices, spec, target, backend, connectivity, algorithm, dtype, slot=None
+) -> None:
+    kept = None if slot is None else keep.take(slot)
+    block = source if kept is not None else materialize(source, slices)
+    labels = relabel(block, spec, backend, connectivity, algorithm, dtype, staging=True, kept=kept)
     target(slices, labels)
 
 
@@ -128,6 +130,7 @@ def label_zarr(
     intensity: str | None = None,
     min_size: int | None = None,
     max_size: int | None = None,
+    keep_labels: int = 0,
 ) -> int | Result | tuple:
     """Label the zarr array ``src`` into a new zarr array ``dst``; return the component count.
 
@@ -171,6 +174,11 @@ def label_zarr(
     min_size, max_size
         Keep only components of at least / at most this many voxels (inclusive); the output is
         numbered 1..count in raster order, as ``scipy.ndimage.label`` of the filtered volume.
+    keep_labels
+        Bytes of chunk labels each worker may keep from the labeling pass (in GPU memory for the
+        ``cuda`` backend) for the writing pass, which then neither reads nor labels those chunks
+        again (:mod:`tilelabel.pipeline.keep`). 0, the default, labels every chunk again, so
+        that memory per worker stays bounded by the chunk size.
     """
     start = time.perf_counter()
     opts = stats_mod.options(bool(stats), min_size, max_size, intensity is not None)
@@ -186,6 +194,8 @@ def label_zarr(
 
         get_backend("cuda")  # a clear error before a cluster starts
     label_dtype(0, dtype)  # validates the dtype name early
+    if int(keep_labels) < 0:
+        raise ValueError(f"keep_labels must be a number of bytes >= 0, got {keep_labels}")
     ome_name = ome.output_name(image, dst, ome_labels)  # None: a plain zarr array
     if ome_name:
         ome.check_labels(image, ome_name, overwrite, storage_options)
@@ -219,85 +229,108 @@ def label_zarr(
         if backend == "cuda":
             ldt = local_dtype(plan.max_block_shape(), conn)
             _check_cuda_on_workers(c, plan, storage, ldt, conn)
+        budget = int(keep_labels)
         graph = build_merge_graph(
-            Source(lambda idx: source), plan, conn, backend, algorithm, opts, isource
+            Source(lambda idx: source), plan, conn, backend, algorithm, opts, isource, budget
         )
-        idxs = list(plan.indices())
-        # phase 1 is persisted on its own, so that its bar counts chunks; phase 2 is submitted
-        # at once after it and finds the summaries' keys there instead of recomputing them. The
-        # scheduler runs the earlier submission first, so border pairs of finished neighbours
-        # fill the threads that the last chunks of phase 1 leave idle.
-        per = [(*graph.summary_keys[i], *([graph.stats_keys[i]] if opts else [])) for i in idxs]
-        summaries = c.persist(
-            [graph.delayed(key) for keys in per for key in keys], optimize_graph=False
-        )
-        # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
-        # optimizing them as separate collections would rename those shared keys
-        tables = [graph.delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
-        *spec_futures, count_future = c.compute(
-            [*tables, *(graph.delayed(graph.spec_keys[i]) for i in idxs), graph.count],
-            optimize_graph=False,
-        )
-        table_futures, spec_futures = spec_futures[: len(tables)], spec_futures[len(tables) :]
-        phases: dict[str, float] = {}
-        t_phase = time.perf_counter()
-        _wait(c, futures_of(summaries[:: len(per[0])]), "labeling", progress)
-        phases["labeling"] = time.perf_counter() - t_phase
-        t_phase = time.perf_counter()
-        _wait(c, [*spec_futures, count_future, *table_futures], "merging", progress)
-        del summaries
-        count = int(count_future.result())
-        phases["merging"] = time.perf_counter() - t_phase
-        t_phase = time.perf_counter()
-        out_dtype = label_dtype(count, dtype)
-
-        attrs = {
-            "tilelabel": {
-                "version": __version__,
-                "source": src_url,
-                "connectivity": conn,
-                "components": count,
-                "backend": backend,
-                "complete": False,
-            }
-        }
-        if opts is not None and opts.filtering:
-            attrs["tilelabel"].update(min_size=opts.min_size, max_size=opts.max_size)
-        if ome_name:
-            out, dst_url, out_lead = ome.create_labels(
-                image, ome_name, out_dtype, attrs, overwrite, storage_options
-            )
-        else:
-            out_lead = ()
-            out = zarr_io.create_output(
-                dst, src_arr, out_dtype, attrs, overwrite, storage_options, lead=len(lead)
-            )
-        target = zarr_io.ZarrTarget(dst_url, storage_options, out_lead)
-        n = len(idxs)
-        writes = c.map(
-            _write_chunk,
-            [source] * n,
-            [plan.slices(idx) for idx in idxs],
-            spec_futures,
-            [target] * n,
-            key=[f"tilelabel-write-{uuid.uuid4().hex}-{i}" for i in range(n)],
-            backend=backend,
-            connectivity=conn,
-            algorithm=algorithm,
-            dtype=out_dtype,
-        )
+        # labels kept on the workers for the writing pass are dropped however the run ends
         try:
-            _wait(c, writes, "writing", progress)
+            idxs = list(plan.indices())
+            # phase 1 is persisted on its own, so that its bar counts chunks; phase 2 is submitted
+            # at once after it and finds the summaries' keys there instead of recomputing them. The
+            # scheduler runs the earlier submission first, so border pairs of finished neighbours
+            # fill the threads that the last chunks of phase 1 leave idle.
+            per = [(*graph.summary_keys[i], *([graph.stats_keys[i]] if opts else [])) for i in idxs]
+            summaries = c.persist(
+                [graph.delayed(key) for keys in per for key in keys], optimize_graph=False
+            )
+            # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
+            # optimizing them as separate collections would rename those shared keys
+            tables = [graph.delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
+            *spec_futures, count_future = c.compute(
+                [*tables, *(graph.delayed(graph.spec_keys[i]) for i in idxs), graph.count],
+                optimize_graph=False,
+            )
+            table_futures, spec_futures = spec_futures[: len(tables)], spec_futures[len(tables) :]
+            phases: dict[str, float] = {}
+            t_phase = time.perf_counter()
+            _wait(c, futures_of(summaries[:: len(per[0])]), "labeling", progress)
+            phases["labeling"] = time.perf_counter() - t_phase
+            t_phase = time.perf_counter()
+            _wait(c, [*spec_futures, count_future, *table_futures], "merging", progress)
+            holder = {}  # chunk index -> the worker that kept its labels
+            if budget:
+                for worker, held in c.run(keep.held, graph.token).items():
+                    holder.update((tuple(idx), worker) for idx in held)
+            del summaries
+            count = int(count_future.result())
+            phases["merging"] = time.perf_counter() - t_phase
+            t_phase = time.perf_counter()
+            out_dtype = label_dtype(count, dtype)
+
+            attrs = {
+                "tilelabel": {
+                    "version": __version__,
+                    "source": src_url,
+                    "connectivity": conn,
+                    "components": count,
+                    "backend": backend,
+                    "complete": False,
+                }
+            }
+            if opts is not None and opts.filtering:
+                attrs["tilelabel"].update(min_size=opts.min_size, max_size=opts.max_size)
             if ome_name:
-                ome.fill_levels(c, image, ome_name, storage_options)
-        except BaseException:
-            zarr_io.remove(dst, storage_options)
-            raise
-        attrs["tilelabel"]["complete"] = True
-        out.attrs.update(attrs)
-        phases["writing"] = time.perf_counter() - t_phase
-        if ome_name:
-            ome.publish_labels(image, ome_name, storage_options)
+                out, dst_url, out_lead = ome.create_labels(
+                    image, ome_name, out_dtype, attrs, overwrite, storage_options
+                )
+            else:
+                out_lead = ()
+                out = zarr_io.create_output(
+                    dst, src_arr, out_dtype, attrs, overwrite, storage_options, lead=len(lead)
+                )
+            target = zarr_io.ZarrTarget(dst_url, storage_options, out_lead)
+            # each write goes to the worker that kept its chunk's labels, if one did (elsewhere
+            # it labels the chunk again)
+            run = uuid.uuid4().hex
+            writes = [
+                c.submit(
+                    _write_chunk,
+                    source,
+                    plan.slices(idx),
+                    spec,
+                    target,
+                    backend,
+                    conn,
+                    algorithm,
+                    out_dtype,
+                    graph.slots.get(idx),
+                    key=f"tilelabel-write-{run}-{i}",
+                    workers=[holder[idx]] if idx in holder else None,
+                    allow_other_workers=idx in holder,
+                )
+                for i, (idx, spec) in enumerate(zip(idxs, spec_futures, strict=True))
+            ]
+            try:
+                _wait(c, writes, "writing", progress)
+                if ome_name:
+                    ome.fill_levels(c, image, ome_name, storage_options)
+            except BaseException:
+                zarr_io.remove(dst, storage_options)
+                raise
+            attrs["tilelabel"]["complete"] = True
+            out.attrs.update(attrs)
+            phases["writing"] = time.perf_counter() - t_phase
+            if ome_name:
+                ome.publish_labels(image, ome_name, storage_options)
+        finally:
+            if budget:
+                per_worker = c.run(keep.drop, graph.token).values()
+                log.info(
+                    "writing pass: %d of %d chunks from labels kept on the workers",
+                    sum(t for t, _ in per_worker),
+                    plan.nchunks,
+                )
         table = None
         if table_futures:
             table = stats_mod.collect(
