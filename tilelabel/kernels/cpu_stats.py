@@ -92,6 +92,31 @@ def _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz):
     return c + rc, sy + rc * y, sz + rc * z, min(ly, y), max(hy, y), min(lz, z), max(hz, z)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _switch(V, first, cur, lab, nxt, pos, acc, out, iout):
+    """The pending label ``cur`` gives way to ``lab`` whose run starts at raster index ``pos``:
+    fold and flush ``cur``'s accumulators, record ``lab``'s first voxel if it is new; returns
+    the next new label. ``acc``: the pending label's accumulators, the row's (count, y, z) and
+    its intensity sum, min, max; ``out``, ``iout``: the per-label arrays."""
+    c, sz, sy, sx, lz, ly, lx, hz, hy, hx, rc, y, z, s, mn, mx = acc
+    count, lo, hi, csum = out
+    isum, imin, imax = iout
+    if cur != 0:
+        c, sy, sz, ly, hy, lz, hz = _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz)
+        i = np.int64(cur) - 1
+        _flush(i, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum)
+        if V is not None:
+            isum[i] += s
+            imin[i] = min(imin[i], mn)
+            imax[i] = max(imax[i], mx)
+    # labels are numbered in raster order of their first voxel, which always starts a run of a
+    # label other than the pending one
+    if first is not None and lab == nxt:
+        first[nxt - 1] = pos
+        nxt += 1
+    return nxt
+
+
 @numba.njit(cache=True, nogil=True)
 def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
     # One pending component (label ``cur``) in registers; the per-label arrays are read and
@@ -110,6 +135,7 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
     hz = hy = hx = -1
     s, mn, mx = 0.0, np.inf, -np.inf
     nxt = 1
+    out, iout = (count, lo, hi, csum), (isum, imin, imax)
     for z in range(D):
         for y in range(H):
             row = L[z, y]
@@ -153,22 +179,8 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
                     while x < W and row[x] == lab:
                         x += 1
                     if lab != cur:
-                        if cur != 0:
-                            c, sy, sz, ly, hy, lz, hz = _fold_row(
-                                rc, y, z, c, sy, sz, ly, hy, lz, hz
-                            )
-                            i = np.int64(cur) - 1
-                            _flush(i, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum)
-                            if V is not None:
-                                isum[i] += s
-                                imin[i] = min(imin[i], mn)
-                                imax[i] = max(imax[i], mx)
-                        if first is not None:
-                            # labels are numbered in raster order of their first voxel, which
-                            # always starts a run of a label other than the pending one
-                            if lab == nxt:
-                                first[nxt - 1] = (z * H + y) * W + a
-                                nxt += 1
+                        acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, rc, y, z, s, mn, mx)
+                        nxt = _switch(V, first, cur, lab, nxt, (z * H + y) * W + a, acc, out, iout)
                         cur = lab
                         rc, c, sx, sy, sz = 0, 0, 0, 0, 0
                         lx, hx, ly, hy, lz, hz = a, x - 1, _BIG, -1, _BIG, -1
@@ -203,31 +215,17 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
                     mn = min(mn, v if m else np.inf)
                     mx = max(mx, v if m else -np.inf)
                 if lab != cur and lab != 0:
-                    if cur != 0:
-                        c, sy, sz, ly, hy, lz, hz = _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz)
-                        i = np.int64(cur) - 1
-                        _flush(i, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum)
-                        if V is not None:
-                            isum[i] += s
-                            imin[i] = min(imin[i], mn)
-                            imax[i] = max(imax[i], mx)
-                    if first is not None:
-                        if lab == nxt:
-                            first[nxt - 1] = (z * H + y) * W + x
-                            nxt += 1
+                    acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, rc, y, z, s, mn, mx)
+                    nxt = _switch(V, first, cur, lab, nxt, (z * H + y) * W + x, acc, out, iout)
                     cur = lab
                     rc, c, sx, sy, sz = 1, 0, x, 0, 0
                     lx, hx, ly, hy, lz, hz = x, x, _BIG, -1, _BIG, -1
                     if V is not None:
                         s, mn, mx = v, v, v
             c, sy, sz, ly, hy, lz, hz = _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz)
-    if cur != 0:
-        i = np.int64(cur) - 1
-        _flush(i, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum)
-        if V is not None:
-            isum[i] += s
-            imin[i] = min(imin[i], mn)
-            imax[i] = max(imax[i], mx)
+    # the last pending label: its rows are folded already (a row count of 0 folds nothing)
+    acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, 0, 0, 0, s, mn, mx)
+    _switch(V, None, cur, cur, nxt, 0, acc, out, iout)
 
 
 def empty_stats(n: int, ndim: int, intensity: bool) -> dict[str, np.ndarray]:
