@@ -81,7 +81,19 @@ def test_label_options(tmp_path, sched):
     assert arr.dtype == np.uint64 and arr.metadata.zarr_format == 2
     np.testing.assert_array_equal(arr[...], ndimage.label(img)[0])
     assert (
-        run("label", src, out, "--overwrite", "--connectivity", "8", "--scheduler", sched, "-q")
+        run(
+            "label",
+            src,
+            out,
+            "--overwrite",
+            "--connectivity",
+            "8",
+            "--keep-labels",
+            "64MB",
+            "--scheduler",
+            sched,
+            "-q",
+        )
         == 0
     )
     np.testing.assert_array_equal(
@@ -189,6 +201,9 @@ def test_missing_arguments(capsys):
     assert "missing INPUT and OUTPUT" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         run("synth", "x.zarr", "--shape", "10,0")
+    with pytest.raises(SystemExit):
+        run("label", "a.zarr", "b.zarr", "--keep-labels", "lots")
+    assert "--keep-labels: expected a number of bytes" in capsys.readouterr().err
 
 
 def _run_on_terminal(argv, timeout=120):

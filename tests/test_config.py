@@ -11,7 +11,7 @@ def test_valid_config(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text(
         "input: a.zarr\noutput: b.zarr\nconnectivity: 6\nchunks: 64,64,64\n"
-        "backend: cpu\ndtype: uint64\noverwrite: true\nworkers: 3\n"
+        "backend: cpu\ndtype: uint64\noverwrite: true\nworkers: 3\nkeep-labels: 2GiB\n"
     )
     assert config.load(p) == {
         "input": "a.zarr",
@@ -22,6 +22,7 @@ def test_valid_config(tmp_path):
         "dtype": "uint64",
         "overwrite": True,
         "workers": 3,
+        "keep_labels": 2 * 2**30,
     }
 
 
@@ -34,6 +35,8 @@ def test_valid_config(tmp_path):
         ("chunks: [64, -1]\n", "expected a list of positive integers"),
         ("workers: 0\n", "'workers': expected a positive integer"),
         ("overwrite: maybe\n", "'overwrite': expected true or false"),
+        ("keep_labels: lots\n", "'keep_labels': expected a number of bytes"),
+        ("keep_labels: -1\n", "'keep_labels': expected a number of bytes"),
         ("- a\n- b\n", "must hold a mapping"),
         ("input: [unclosed\n", "is not valid YAML"),
     ],

@@ -40,6 +40,15 @@ def _ints(text: str) -> tuple[int, ...]:
     return vals
 
 
+def _bytes_arg(text: str) -> int:
+    from tilelabel.config import byte_count
+
+    try:
+        return byte_count(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected {e}, got {text!r}") from None
+
+
 def _density(text: str) -> float:
     v = float(text)
     if not 0.0 <= v <= 1.0:
@@ -105,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lab.add_argument("--min-size", type=int, metavar="N", help="drop components of < N voxels")
     lab.add_argument("--max-size", type=int, metavar="N", help="drop components of > N voxels")
+    lab.add_argument(
+        "--keep-labels",
+        type=_bytes_arg,
+        metavar="SIZE",
+        help="memory per worker (GPU memory with cuda) for chunk labels kept from the labeling "
+        "pass, so that the writing pass skips reading and labeling them again (e.g. 8GB; "
+        "default 0: memory stays bounded by the chunk size)",
+    )
     lab.add_argument("--config", help="YAML run config; flags given here override it")
     ome = lab.add_argument_group("OME-Zarr image input")
     ome.add_argument("--channel", type=int, help="channel to label (index along the c axis)")
@@ -177,6 +194,7 @@ def _label(args: argparse.Namespace) -> int:
         "intensity",
         "min_size",
         "max_size",
+        "keep_labels",
     ):
         value = getattr(args, key)
         if value is not None:

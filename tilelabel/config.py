@@ -40,6 +40,23 @@ def _size(value: Any) -> int:
     return value
 
 
+def byte_count(value: Any) -> int:
+    """A number of bytes: an integer >= 0 or a size such as ``512MB`` or ``4 GiB``."""
+    what = "a number of bytes (an integer >= 0, or a size such as 512MB or 4GiB)"
+    if isinstance(value, bool):
+        raise ValueError(what)
+    if isinstance(value, str):
+        from dask.utils import parse_bytes
+
+        try:
+            value = parse_bytes(value)
+        except (ValueError, TypeError):
+            raise ValueError(what) from None
+    if not isinstance(value, int) or value < 0:
+        raise ValueError(what)
+    return value
+
+
 def _typed(kind: type, what: str):
     def check(value: Any):
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -163,6 +180,7 @@ SCHEMA = {
     "intensity": _typed(str, "a path or URL of a zarr array of the input's shape"),
     "min_size": _size,
     "max_size": _size,
+    "keep_labels": byte_count,
     "cluster": _cluster,
     "storage_options": _mapping,
     "channel": _index,
