@@ -14,6 +14,8 @@ high-water mark) belongs to that run alone.
   (``from_zarr().astype().store()``, zarr's synchronous API) on the CPU / GPU cluster;
 - ``tilelabel-gpu``: ``label_zarr(backend="cuda")`` on a LocalCUDACluster (``--gpus`` workers);
 - ``tilelabel-cpu``: ``label_zarr(backend="cpu")`` on the CPU cluster;
+- ``tilelabel-gpu-keep`` / ``tilelabel-cpu-keep``: the same with ``keep_labels=--keep-labels``
+  (chunk labels kept on the workers between the passes);
 - ``dask-image``: ``dask_image.ndmeasure.label`` with the same structure, stored with ``to_zarr``.
 
     python benchmarks/pipeline.py --sizes 1024 2048 --densities 0.05 0.2 --out DIR
@@ -44,6 +46,7 @@ import zarr  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
 import tilelabel  # noqa: E402
+from tilelabel.config import byte_count  # noqa: E402
 from tilelabel.pipeline.plan import DEFAULT_TARGET_VOXELS, plan_for_storage  # noqa: E402
 from tilelabel.pipeline.zarr_io import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
 from tilelabel.synth import write_random_zarr  # noqa: E402
@@ -179,7 +182,7 @@ def in_subprocess(method: str, src: str, dst: str, args) -> dict:
 
 
 def run_method(method: str, src: str, dst: str, args, gpus: int = 1) -> dict:
-    gpu = method.endswith("-gpu")
+    gpu = method.removesuffix("-keep").endswith("-gpu")
     cluster = gpu_cluster(gpus, args.threads_per_gpu) if gpu else cpu_cluster(args.cpu_workers)
     phases = {}
     with cluster, Client(cluster, set_as_default=False) as client:
@@ -195,11 +198,12 @@ def run_method(method: str, src: str, dst: str, args, gpus: int = 1) -> dict:
             res = tilelabel.label_zarr(
                 src,
                 dst,
-                backend="cuda" if gpu else "cpu",
+                backend="cuda" if method.startswith("tilelabel-gpu") else "cpu",
                 client=client,
                 chunks=args.chunks,
                 overwrite=True,
                 return_result=True,
+                keep_labels=args.keep_labels if method.endswith("-keep") else 0,
             )
             n, phases = res.components, res.phases
         seconds = time.perf_counter() - t0
@@ -271,6 +275,12 @@ def main() -> None:
         help="seconds after which dask-image is stopped (reported as a lower bound)",
     )
     p.add_argument("--cpu-workers", type=int, default=os.cpu_count())
+    p.add_argument(
+        "--keep-labels",
+        type=byte_count,
+        default=8 << 30,
+        help="keep_labels of the *-keep methods (bytes per worker; sizes like 8GB)",
+    )
     p.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/tilelabel-bench")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     p.add_argument("--child", nargs=3, metavar=("METHOD", "SRC", "DST"), help=argparse.SUPPRESS)
@@ -306,7 +316,9 @@ def main() -> None:
                 flush=True,
             )
             runs = [
-                (m, g) for m in args.methods for g in (args.gpus if m.endswith("-gpu") else [0])
+                (m, g)
+                for m in args.methods
+                for g in (args.gpus if m.removesuffix("-keep").endswith("-gpu") else [0])
             ]
             for method, gpus in runs:
                 if method == "dask-image" and size > args.dask_image_max:
