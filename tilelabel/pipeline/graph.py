@@ -282,7 +282,7 @@ def build_merge_graph(
 
 
 def relabel(
-    block: Any,
+    block: np.ndarray | None,
     spec: numbering.LutSpec,
     backend: str,
     connectivity: int,
@@ -295,9 +295,9 @@ def relabel(
     ``staging``: for a caller that writes it out at once, see :meth:`Backend.apply_lut`).
 
     ``kept``: the ``(labels, n)`` the labeling pass kept (:mod:`tilelabel.pipeline.keep`), used
-    instead of labeling again; ``block`` may then be a reader that is never called. Relabeling
-    from the input otherwise keeps memory per worker O(chunk) for any volume size; the kernels'
-    canonical numbering makes the second pass identical to the first.
+    instead of labeling again (``block`` is then not needed). Relabeling from the input otherwise
+    keeps memory per worker O(chunk) for any volume size; the kernels' canonical numbering makes
+    the second pass identical to the first.
     """
     if kept is not None:
         (labels, n), be = kept, get_backend(backend)

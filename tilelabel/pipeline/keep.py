@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _lock = threading.Lock()
-#: (token, chunk index) -> (labels, n, bytes), in this worker process
-_kept: dict[tuple, tuple[Any, int, int]] = {}
+#: (token, chunk index) -> (labels, n), in this worker process
+_kept: dict[tuple, tuple[Any, int]] = {}
 #: token -> chunks the writing pass took from here
 _taken: dict[str, int] = {}
 
@@ -31,12 +31,11 @@ class Slot:
 
 def put(slot: Slot, labels: Any, n: int) -> bool:
     """Keep ``labels`` if the run's entries in this process stay within the budget."""
-    nbytes = int(labels.nbytes)
     with _lock:
-        used = sum(b for (t, _), (_, _, b) in _kept.items() if t == slot.token)
-        if used + nbytes > slot.budget:
+        used = sum(kept.nbytes for (t, _), (kept, _) in _kept.items() if t == slot.token)
+        if used + labels.nbytes > slot.budget:
             return False
-        _kept[(slot.token, slot.idx)] = (labels, n, nbytes)
+        _kept[(slot.token, slot.idx)] = (labels, n)
     return True
 
 
@@ -46,7 +45,7 @@ def take(slot: Slot) -> tuple[Any, int] | None:
         entry = _kept.pop((slot.token, slot.idx), None)
         if entry is not None:
             _taken[slot.token] = _taken.get(slot.token, 0) + 1
-    return None if entry is None else entry[:2]
+    return entry
 
 
 def held(token: str) -> list[tuple[int, ...]]:

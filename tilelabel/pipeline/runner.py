@@ -77,7 +77,7 @@ def _write_chunk(
     source, slices, spec, target, backend, connectivity, algorithm, dtype, slot=None
 ) -> None:
     kept = None if slot is None else keep.take(slot)
-    block = source if kept is not None else materialize(source, slices)
+    block = None if kept is not None else materialize(source, slices)
     labels = relabel(block, spec, backend, connectivity, algorithm, dtype, staging=True, kept=kept)
     target(slices, labels)
 
@@ -194,7 +194,8 @@ def label_zarr(
 
         get_backend("cuda")  # a clear error before a cluster starts
     label_dtype(0, dtype)  # validates the dtype name early
-    if int(keep_labels) < 0:
+    budget = int(keep_labels)
+    if budget < 0:
         raise ValueError(f"keep_labels must be a number of bytes >= 0, got {keep_labels}")
     ome_name = ome.output_name(image, dst, ome_labels)  # None: a plain zarr array
     if ome_name:
@@ -229,7 +230,6 @@ def label_zarr(
         if backend == "cuda":
             ldt = local_dtype(plan.max_block_shape(), conn)
             _check_cuda_on_workers(c, plan, storage, ldt, conn)
-        budget = int(keep_labels)
         graph = build_merge_graph(
             Source(lambda idx: source), plan, conn, backend, algorithm, opts, isource, budget
         )

@@ -124,9 +124,11 @@ class _SharedCodecPool(ThreadPoolExecutor):
         super().__init__(max_workers=1)  # never starts a thread of its own
 
     def submit(self, fn, /, *args, **kwargs):
-        with _pool_lock:
-            if not _pool:
-                _pool.append(ThreadPoolExecutor(os.cpu_count() or 1, "tilelabel-codec"))
+        # every codec call of every thread comes through here: the lock is for the first only
+        if not _pool:
+            with _pool_lock:
+                if not _pool:
+                    _pool.append(ThreadPoolExecutor(os.cpu_count() or 1, "tilelabel-codec"))
         return _pool[0].submit(fn, *args, **kwargs)
 
     def shutdown(self, wait=True, *, cancel_futures=False):
