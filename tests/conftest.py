@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import zarr
@@ -38,3 +40,14 @@ def write_zarr(path, data: np.ndarray, chunks, zarr_format: int = 3, **kwargs) -
     )
     arr[...] = data
     return str(path)
+
+
+@pytest.fixture(autouse=True)
+def _restore_tilelabel_logger():
+    """The CLI gives the ``tilelabel`` logger its own stderr handler and stops propagation, as
+    a program's entry point does; tests after a CLI test must still see its records (caplog)."""
+    log = logging.getLogger("tilelabel")
+    state = (log.handlers[:], log.propagate, log.level)
+    yield
+    log.handlers[:], log.propagate = state[0], state[1]
+    log.setLevel(state[2])
