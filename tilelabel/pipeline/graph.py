@@ -53,8 +53,10 @@ def _summarize_stats(block, ivals, slot, slices, *args):
     )
 
 
-def _pairs(borders, steps, neighbours, connectivity):
-    return merge.chunk_pairs(borders, list(zip(steps, neighbours, strict=True)), connectivity)
+def _pairs(borders, ordinal, steps, contacts, ordinals, connectivity):
+    return merge.chunk_pairs(
+        borders, ordinal, list(zip(steps, contacts, ordinals, strict=True)), connectivity
+    )
 
 
 def _keys_of(counts):
@@ -152,15 +154,20 @@ def build_merge_graph(
             dsk[k("bstats", idx)] = (stats_mod.border_rows, k("stats", idx), k("counts", idx))
 
     steps = forward_steps(plan.ndim)
+    ordinal = {idx: i for i, idx in enumerate(idxs)}
     pair_keys = []
     for idx in idxs:
-        nbs = [(s, nb) for s in steps if (nb := plan.neighbour(idx, s)) is not None]
+        nbs = [(i, nb) for i, s in enumerate(steps) if (nb := plan.neighbour(idx, s)) is not None]
         if nbs:
+            for i, nb in nbs:  # the neighbour's side of the contact, cut out where it lives
+                dsk[k("contact", (*nb, i))] = (merge.contact, k("borders", nb), steps[i], False)
             dsk[k("pairs", idx)] = (
                 _pairs,
                 k("borders", idx),
-                [s for s, _ in nbs],
-                [k("borders", nb) for _, nb in nbs],
+                ordinal[idx],
+                [steps[i] for i, _ in nbs],
+                [k("contact", (*nb, i)) for i, nb in nbs],
+                [ordinal[nb] for _, nb in nbs],
                 connectivity,
             )
             pair_keys.append(k("pairs", idx))

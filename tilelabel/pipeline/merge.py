@@ -53,10 +53,6 @@ def _shift_pairs(
     return la[both], lb[both]
 
 
-def _to_keys(labels: np.ndarray, borders: Borders) -> np.ndarray:
-    return borders.keys[np.searchsorted(borders.ids, labels.astype(np.int64))]
-
-
 def _unique_pairs(la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (a, b) label pairs. A face holds ~100 contacts per distinct pair, so this runs
     before the key lookup, on both labels packed in one uint64 (a 1-D sort; ``unique(axis=0)``
@@ -70,18 +66,46 @@ def _unique_pairs(la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return both[:, 0], both[:, 1]
 
 
+#: a border label across the merge is named ``chunk ordinal << POSITION_BITS | position``, its
+#: position being its index in the chunk's sorted border ids
+POSITION_BITS = 32
+
+
+def contact(borders: Borders, step: Sequence[int], high: bool) -> np.ndarray:
+    """Where a chunk touches its neighbour at ``step``: its labels there as positions in
+    ``borders.ids`` plus one (0: background).
+
+    Computed on the worker that holds the chunk's borders, so that a pair of chunks exchanges
+    one face, edge or corner of the small position type instead of all six faces and ids.
+    """
+    labels = _contact(borders.faces, step, high)
+    if borders.ids.size >= 1 << POSITION_BITS:
+        raise ValueError(f"{borders.ids.size} border labels in one chunk; use smaller chunks")
+    out = np.zeros(labels.shape, np.uint32)
+    fg = labels != 0
+    out[fg] = np.searchsorted(borders.ids, labels[fg].astype(np.int64)) + 1
+    return out
+
+
 def chunk_pairs(
-    mine: Borders, neighbours: Sequence[tuple[tuple[int, ...], Borders]], connectivity: int
+    mine: Borders,
+    ordinal: int,
+    neighbours: Sequence[tuple[tuple[int, ...], np.ndarray, int]],
+    connectivity: int,
 ) -> np.ndarray:
-    """Equivalent key pairs between a chunk and its forward neighbours, shape (k, 2), unique."""
-    ndim = len(neighbours[0][0]) if neighbours else 0
+    """Equivalent border labels between chunk ``ordinal`` and its forward neighbours, shape
+    (k, 2), as ``ordinal << POSITION_BITS | position`` (see :func:`resolve`).
+
+    ``neighbours``: per forward neighbour, its ``step``, its :func:`contact` towards this chunk
+    (``high=False``) and its ordinal. A pair may repeat (through a face and an edge).
+    """
     if not neighbours:
         return _EMPTY_PAIRS
+    ndim = len(neighbours[0][0])
     struct = structure(ndim, connectivity)
     out = []
-    for step, other in neighbours:
-        a = _contact(mine.faces, step, high=True)
-        b = _contact(other.faces, step, high=False)
+    for step, b, other in neighbours:
+        a = contact(mine, step, high=True)
         free = [ax for ax, s in enumerate(step) if s == 0]
         las, lbs = [], []
         for shift in itertools.product((-1, 0, 1), repeat=len(free)):
@@ -97,37 +121,36 @@ def chunk_pairs(
             continue
         la, lb = _unique_pairs(np.concatenate(las), np.concatenate(lbs))
         if la.size:
-            out.append(np.stack([_to_keys(la, mine), _to_keys(lb, other)], axis=1))
+            pa = (np.int64(ordinal) << POSITION_BITS) + (la.astype(np.int64) - 1)
+            pb = (np.int64(other) << POSITION_BITS) + (lb.astype(np.int64) - 1)
+            out.append(np.stack([pa, pb], axis=1))
     if not out:
         return _EMPTY_PAIRS
-    return np.unique(np.concatenate(out), axis=0)
+    return np.concatenate(out)
 
 
 def resolve(pairs: Sequence[np.ndarray], *chunk_keys: np.ndarray) -> tuple[np.ndarray, ...]:
     """Union-find over all border pairs; for each chunk, the root key of each of its border keys.
 
+    ``chunk_keys[i]`` are chunk ``i``'s border keys in the order of its border ids, so a pair's
+    names (:func:`chunk_pairs`) index them directly: no search or sort over keys here.
     Memory here is O(border labels): only labels on chunk borders ever reach this task.
     """
+    sizes = np.array([k.size for k in chunk_keys], np.int64)
+    base = np.concatenate([[0], np.cumsum(sizes)])
     allpairs = np.concatenate([p for p in pairs if p.size] or [_EMPTY_PAIRS])
-    nodes = np.unique(allpairs)
-    if nodes.size:
-        ids = np.searchsorted(nodes, allpairs)
-        graph = coo_matrix(
-            (np.ones(len(ids), np.int8), (ids[:, 0], ids[:, 1])), shape=(nodes.size, nodes.size)
-        )
-        _, comp = connected_components(graph, directed=False)
-        # nodes are sorted, so the first node of each component is its smallest key: its root
-        _, first = np.unique(comp, return_index=True)
-        root_of = nodes[first][comp]
-    else:
-        root_of = nodes
-    out = []
-    for keys in chunk_keys:
-        # border labels that touch nothing across the border are roots of themselves
-        roots = keys.copy()
-        if nodes.size:
-            pos = np.minimum(np.searchsorted(nodes, keys), nodes.size - 1)
-            found = nodes[pos] == keys
-            roots[found] = root_of[pos[found]]
-        out.append(roots)
-    return tuple(out)
+    if allpairs.size == 0:
+        return tuple(k.copy() for k in chunk_keys)
+    nodes = base[allpairs >> POSITION_BITS] + (allpairs & ((1 << POSITION_BITS) - 1))
+    n = int(base[-1])
+    graph = coo_matrix(
+        (np.ones(len(nodes), np.int8), (nodes[:, 0], nodes[:, 1])), shape=(n, n)
+    ).tocsr()
+    graph.data[:] = 1  # a pair met through a face and an edge adds up; only the edge matters
+    ncomp, comp = connected_components(graph, directed=False)
+    # a component's root is its smallest key: its first voxel in raster order
+    root = np.full(ncomp, np.iinfo(np.int64).max, np.int64)
+    keys = np.concatenate(chunk_keys).astype(np.int64, copy=False)
+    np.minimum.at(root, comp, keys)
+    roots = root[comp]
+    return tuple(roots[base[i] : base[i + 1]] for i in range(len(chunk_keys)))
