@@ -65,7 +65,10 @@ def _wait(client: Client, futures: Iterable[Future], desc: str, progress: bool) 
         bar = tqdm(total=len(futures), desc=desc, unit="chunk", leave=True)
     try:
         for fut in as_completed(futures, loop=client.loop):
-            fut.result()  # raises the task's exception here, with its traceback
+            # a finished future's result stays on its worker: fetching it here would bring every
+            # chunk's borders and lookup specs into this process, one after the other
+            if fut.status != "finished":
+                fut.result()  # raises the task's exception here, with its traceback
             if bar is not None:
                 bar.update(1)
     finally:
@@ -257,7 +260,10 @@ def label_zarr(
             _wait(c, futures_of(summaries[:: len(per[0])]), "labeling", progress)
             phases["labeling"] = time.perf_counter() - t_phase
             t_phase = time.perf_counter()
-            _wait(c, [*spec_futures, count_future, *table_futures], "merging", progress)
+            # the count comes out of the prefix sum, before the border finals and the chunks'
+            # lookup specs: the output is created and the writes submitted then, each to run as
+            # soon as its spec is ready
+            _wait(c, [count_future], "merging", progress)
             holder = {}  # chunk index -> the worker that kept its labels
             if budget:
                 for worker, held in c.run(keep.held, graph.token).items():
