@@ -72,6 +72,8 @@ def test_cluster_sections(tmp_path):
         "scale": 3,
         "job_extra_directives": ["--constraint=a100"],
     }
+    p.write_text("cluster: {kind: local-cuda, workers: 2, workers_per_gpu: 4}\n")
+    assert config.load(p)["cluster"] == {"kind": "local-cuda", "workers": 2, "workers_per_gpu": 4}
     p.write_text("cluster: {kind: local, workers: 3}\nchannel: 1\ntimepoint: 0\n")
     assert config.load(p) == {
         "cluster": {"kind": "local", "workers": 3},
@@ -92,6 +94,9 @@ def test_cluster_sections(tmp_path):
         ("cluster: {kind: local, queue: a}\n", "allowed keys: kind, workers"),
         ("cluster: {kind: scheduler}\n", "missing 'cluster.address'"),
         ("cluster: {kind: local}\nscheduler: tcp://a:1\n", "either 'scheduler' or 'cluster'"),
+        ("cluster: {kind: local, workers_per_gpu: 2}\n", "allowed keys: kind, workers"),
+        ("cluster: {kind: local-cuda, workers_per_gpu: 0}\n", "expected a positive integer"),
+        ("workers_per_gpu: 0\n", "'workers_per_gpu': expected a positive integer"),
         ("channel: -1\n", "'channel': expected an integer >= 0"),
         ("storage_options: 3\n", "'storage_options': expected a mapping"),
     ],

@@ -94,7 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend", choices=("auto", "cpu", "cuda"), help="auto (default) uses GPUs when usable"
     )
     lab.add_argument("--algorithm", help="kernel name (e.g. bke, buf, uf); default: fastest")
-    lab.add_argument("--workers", type=int, help="workers of the local cluster (default: cores)")
+    lab.add_argument(
+        "--workers",
+        type=int,
+        help="workers of the local cluster (default: one per core; with cuda: GPUs, default all)",
+    )
+    lab.add_argument(
+        "--workers-per-gpu",
+        type=int,
+        metavar="N",
+        help="worker processes per GPU of the local GPU cluster (default 1)",
+    )
     lab.add_argument("--scheduler", help="address of a running dask scheduler (or scheduler file)")
     lab.add_argument(
         "--dtype",
@@ -186,6 +196,7 @@ def _label(args: argparse.Namespace) -> int:
         "dtype",
         "overwrite",
         "workers",
+        "workers_per_gpu",
         "scheduler",
         "channel",
         "timepoint",

@@ -104,8 +104,9 @@ _text = _typed(str, "a string")
 CLUSTER_KINDS: dict[str, dict[str, Any]] = {
     # a LocalCluster of single-threaded worker processes
     "local": {"workers": _positive_int},
-    # a dask_cuda.LocalCUDACluster, one worker per GPU in CUDA_VISIBLE_DEVICES (default: all)
-    "local-cuda": {"workers": _positive_int},
+    # a dask_cuda.LocalCUDACluster on ``workers`` GPUs of CUDA_VISIBLE_DEVICES (default: all),
+    # ``workers_per_gpu`` worker processes on each (default 1)
+    "local-cuda": {"workers": _positive_int, "workers_per_gpu": _positive_int},
     # a running scheduler: ``address`` tcp://host:port, or the path of a scheduler file (.json)
     "scheduler": {"address": _text},
     # dask-jobqueue's SLURMCluster (see tilelabel.pipeline.jobqueue)
@@ -175,6 +176,7 @@ SCHEMA = {
     "dtype": _choice(DTYPES),
     "overwrite": _typed(bool, "true or false"),
     "workers": _positive_int,
+    "workers_per_gpu": _positive_int,
     "scheduler": _typed(str, "a dask scheduler address such as tcp://host:8786"),
     "stats": _typed(str, "a path or URL for the statistics table (.parquet)"),
     "intensity": _typed(str, "a path or URL of a zarr array of the input's shape"),

@@ -121,6 +121,20 @@ def test_local_gpu_config_runs(tmp_path, monkeypatch):
     np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
 
 
+@pytest.mark.gpu
+def test_workers_per_gpu_flag_starts_that_many_workers(tmp_path, monkeypatch, capfd):
+    from tilelabel.kernels.backends import cuda_available
+
+    if not cuda_available() or importlib.util.find_spec("dask_cuda") is None:
+        pytest.skip("needs a usable GPU and dask-cuda")
+    monkeypatch.chdir(tmp_path)
+    img = sample(tmp_path)
+    argv = ["label", "sample.zarr", "labels.zarr", "--backend", "cuda", "--workers", "1"]
+    assert run(*argv, "--workers-per-gpu", "2", "--chunks", "16,20,12") == 0
+    assert "local dask cluster of 2 workers" in capfd.readouterr().err
+    np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
+
+
 def test_every_shipped_config_is_tested():
     """A new file in configs/ needs a test that runs it (or its job script)."""
     assert sorted(p.name for p in CONFIGS.glob("*.yaml")) == [

@@ -127,3 +127,65 @@ def test_two_gpus(tmp_path):
     ref, rn = ndimage.label(img, np.ones((3, 3, 3)))
     assert n == rn
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], ref)
+
+
+@pytest.mark.parametrize("keep_labels", [0, 1 << 30])
+def test_several_workers_per_gpu(tmp_path, keep_labels):
+    """Worker processes sharing each GPU (cuda_cluster's workers_per_gpu): every one of them
+    labels chunks, each sees the GPU it was given, and the output is scipy's."""
+    from distributed import Client, get_task_stream
+
+    from tilelabel.pipeline.cluster import cuda_cluster
+
+    gpus = min(gpu_count(), 2)
+    img = random_volume((96, 80, 72), 0.3, 1, seed=6)
+    src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 24))
+    with cuda_cluster(gpus, 3, threads_per_worker=1, dashboard_address=None) as cl:
+        with Client(cl, set_as_default=False) as c:
+            seen = c.run(lambda: __import__("os").environ["CUDA_VISIBLE_DEVICES"].split(",")[0])
+            assert len(seen) == 3 * gpus
+            assert sorted(seen.values()) == sorted([str(g) for g in range(gpus)] * 3)
+            with get_task_stream(c) as ts:
+                n = tilelabel.label_zarr(
+                    src,
+                    str(tmp_path / "out.zarr"),
+                    chunks=(32, 32, 24),
+                    backend="cuda",
+                    client=c,
+                    keep_labels=keep_labels,
+                )
+            assert len({t["worker"] for t in ts.data}) == 3 * gpus
+    ref, rn = ndimage.label(img, np.ones((3, 3, 3)))
+    assert n == rn
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], ref)
+
+
+def test_cuda_cluster_refuses_more_gpus_than_visible():
+    from tilelabel.pipeline.cluster import cuda_cluster
+
+    with pytest.raises(ValueError, match=f"but only {gpu_count()} GPUs are visible"):
+        cuda_cluster(gpu_count() + 1)
+    with pytest.raises(ValueError, match="workers_per_gpu must be >= 1"):
+        cuda_cluster(1, 0)
+
+
+def test_default_gpu_cluster_puts_a_worker_per_core_on_each_gpu():
+    import os
+
+    import cupy
+    from distributed import Client
+
+    from tilelabel.pipeline import cluster as cluster_mod
+
+    gpus = gpu_count()
+    cores = max(1, len(os.sched_getaffinity(0)) // gpus)
+    total = cupy.cuda.Device(0).mem_info[1]
+    per_gpu = min(
+        cluster_mod.MAX_WORKERS_PER_GPU, cores, total // cluster_mod.GPU_MEMORY_PER_WORKER
+    )
+    with cluster_mod.cuda_cluster(dashboard_address=None) as cl:
+        with Client(cl, set_as_default=False) as c:
+            workers = c.scheduler_info()["workers"].values()
+            assert len(workers) == gpus * per_gpu
+            threads = max(2, min(8, cores)) if per_gpu == 1 else max(1, cores // per_gpu)
+            assert {w["nthreads"] for w in workers} == {threads}

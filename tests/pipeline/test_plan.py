@@ -1,6 +1,6 @@
 import pytest
 
-from tilelabel.pipeline.plan import ChunkPlan, forward_steps, plan_for_storage
+from tilelabel.pipeline.plan import ChunkPlan, forward_steps, plan_for_run, plan_for_storage
 
 
 def test_forward_steps_cover_every_neighbour_once():
@@ -49,3 +49,17 @@ def test_shrink_to_fit_keeps_storage_multiples():
     assert all(f % 64 == 0 for f in fit)
     assert fit[0] * fit[1] * fit[2] <= 0.3 * 1024**3
     assert shrink_to_fit((1024, 1024, 1024), (128, 128, 128), 0.001) == (128, 128, 128)
+
+
+def test_run_plan_gives_every_thread_two_chunks_of_small_volumes():
+    # 512^3 voxels, 16 threads: at most 2**27 / 32 = 2**22 voxels per chunk
+    plan = plan_for_run((512, 512, 512), (64, 64, 64), None, "cuda", 16)
+    assert plan.max_block_shape() == (128, 128, 192) and plan.nchunks >= 32
+    # a large volume keeps the backend's target (512^3 for cuda, 256^3 for cpu)
+    big = plan_for_run((4096, 4096, 4096), (128, 128, 128), None, "cuda", 16)
+    assert big.max_block_shape() == (512, 512, 512)
+    cpu = plan_for_run((4096, 4096, 4096), (128, 128, 128), None, "cpu", 16)
+    assert cpu.max_block_shape() == (256, 256, 256)
+    # explicit chunks win; a tiny volume still gets its storage chunks
+    assert plan_for_run((512,) * 3, (64,) * 3, (256,) * 3, "cuda", 16).nchunks == 8
+    assert plan_for_run((8, 8), (4, 4), None, "cpu", 64).max_block_shape() == (4, 4)

@@ -138,3 +138,35 @@ def test_group_input_names_its_arrays(tmp_path):
     g.create_array("raw", shape=(4, 4), dtype="u1")
     with pytest.raises(ValueError, match="is a zarr group, not an array.*raw"):
         tilelabel.label_zarr(str(tmp_path / "g.zarr"), str(tmp_path / "out.zarr"))
+
+
+def test_bad_workers_per_gpu_refused_before_any_work(tmp_path):
+    src = write_zarr(tmp_path / "in.zarr", np.ones((8, 8, 8), np.uint8), (4, 4, 4))
+    with pytest.raises(ValueError, match="workers_per_gpu must be >= 1, got 0"):
+        tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), backend="cpu", workers_per_gpu=0)
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_gpu_memory_check_counts_every_thread_sharing_a_gpu():
+    from tilelabel.pipeline.runner import gpu_memory_problem
+
+    gib = 1 << 30
+    block, storage = (512, 512, 512), (128, 128, 128)
+    # one worker, one thread: 2 GiB needed, 3 GiB free
+    assert gpu_memory_problem({"a": (2 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage) is None
+    # four single-threaded workers on one GPU: 8 GiB needed; their pools' free blocks count
+    four = {w: (2 * gib, 3 * gib, 0, "g0") for w in "abcd"}
+    msg = gpu_memory_problem(four, dict.fromkeys("abcd", 1), block, storage)
+    assert "4 worker threads share a GPU with 3.0 GiB free" in msg
+    assert "use --chunks 256,256,256 or smaller (or fewer workers per GPU)" in msg
+    pooled = {w: (2 * gib, 3 * gib, 2 * gib, "g0") for w in "abcd"}
+    assert gpu_memory_problem(pooled, dict.fromkeys("abcd", 1), block, storage) is None
+    # the same four workers on four GPUs fit; two threads each on one GPU do not
+    spread = {w: (2 * gib, 3 * gib, 0, f"g{i}") for i, w in enumerate("abcd")}
+    assert gpu_memory_problem(spread, dict.fromkeys("abcd", 1), block, storage) is None
+    assert "2 worker threads" in gpu_memory_problem(
+        spread, {**dict.fromkeys("abcd", 1), "c": 2}, block, storage
+    )
+    # a lone thread gets the plain message
+    alone = gpu_memory_problem({"a": (4 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage)
+    assert "a worker's GPU has 3.0 GiB free" in alone and "fewer workers" not in alone

@@ -90,14 +90,16 @@ class CPUBackend:
 
 def chunk_memory(
     backend: str, block_shape: tuple[int, ...], label_dtype, connectivity: int
-) -> tuple[int, int]:
-    """(bytes one chunk of ``block_shape`` needs on the backend's device, bytes free there now).
+) -> tuple[int, int, int, str]:
+    """(bytes one chunk of ``block_shape`` needs on the backend's device, bytes free on the
+    device now, bytes free in this process's own pool, the device's identity).
 
-    Run on a worker (``client.run``) to check a plan against the GPU that worker owns; the CPU
-    backend reports no limit here (host memory is the dask worker's memory limit's business).
+    Run on a worker (``client.run``) to check a plan against the GPU that worker uses (several
+    workers may share one: same identity); the CPU backend reports no limit here (host memory
+    is the dask worker's memory limit's business).
     """
     if backend != "cuda":
-        return 0, 1 << 62
+        return 0, 1 << 62, 0, "host"
     from tilelabel.kernels.gpu import device_memory
 
     return device_memory(tuple(block_shape), np.dtype(label_dtype), connectivity)

@@ -508,9 +508,14 @@ class CUDABackend:
         return self.label_stats(labels, n, offset, intensity), self.first_indices(labels, n)
 
 
-def device_memory(block_shape: tuple[int, ...], dtype, connectivity: int) -> tuple[int, int]:
+def device_memory(
+    block_shape: tuple[int, ...], dtype, connectivity: int
+) -> tuple[int, int, int, str]:
     """(bytes labeling and relabeling one chunk of ``block_shape`` can take on this GPU, bytes
-    free on it now, counting CuPy's pooled free blocks).
+    free on the device now, bytes free in this process's CuPy pool, the device's PCI bus id).
+
+    The bus id tells which processes share a GPU: the device's free bytes are theirs together,
+    each pool's free blocks only its own.
 
     Peak: the input (and its 0/1 copy), the labels, the relabeled output, the scan words, and
     per possible label its first-voxel index and LUT entry; a quarter more for pool slack.
@@ -523,5 +528,11 @@ def device_memory(block_shape: tuple[int, ...], dtype, connectivity: int) -> tup
     item = np.dtype(dtype).itemsize
     labels = max_components(tuple(block_shape), int(connectivity))
     need = voxels * (2 + 2 * item) + voxels // 32 * (4 + item) + labels * (8 + item)
-    free, _ = cp.cuda.Device().mem_info
-    return int(need * 1.25), int(free + cp.get_default_memory_pool().free_bytes())
+    dev = cp.cuda.Device()
+    free, _ = dev.mem_info
+    return (
+        int(need * 1.25),
+        int(free),
+        int(cp.get_default_memory_pool().free_bytes()),
+        dev.pci_bus_id,
+    )

@@ -18,6 +18,11 @@ def default_workers() -> int:
     )
 
 
+def cluster_threads(client: Client) -> int:
+    """Worker threads of the client's cluster, all workers together."""
+    return sum(w["nthreads"] for w in client.scheduler_info()["workers"].values()) or 1
+
+
 @contextmanager
 def connect(
     client: Client | None = None,
@@ -25,14 +30,16 @@ def connect(
     workers: int | None = None,
     backend: str = "cpu",
     cluster: dict | None = None,
+    workers_per_gpu: int | None = None,
 ) -> Iterator[Client]:
     """Yield a client; clusters started here are closed on exit, others are left running.
 
     Order: an explicit ``client``; a ``scheduler`` address (or scheduler file path); the client
-    already active in this process; otherwise a new local cluster: ``LocalCUDACluster`` with one
-    worker per visible GPU for the ``cuda`` backend, else a ``LocalCluster`` of single-threaded
-    worker processes (the kernels are sequential per chunk; processes avoid the GIL in the
-    pipeline's numpy glue).
+    already active in this process; otherwise a new local cluster: for the ``cuda`` backend a
+    ``LocalCUDACluster`` on ``workers`` GPUs (default: every visible one) with
+    ``workers_per_gpu`` worker processes on each (default: see :func:`cuda_cluster`), else a
+    ``LocalCluster`` of ``workers`` single-threaded worker processes (the kernels are sequential
+    per chunk; processes avoid the GIL in the pipeline's numpy glue).
 
     ``cluster`` is a run config's ``cluster:`` section (see :data:`tilelabel.config.CLUSTER_KINDS`);
     it comes after ``client`` and ``scheduler`` and before the active client: ``scheduler``
@@ -56,6 +63,7 @@ def connect(
         else:
             local_kind, backend = kind, "cuda" if kind == "local-cuda" else "cpu"
             workers = workers or cluster.get("workers")
+            workers_per_gpu = workers_per_gpu or cluster.get("workers_per_gpu")
     if scheduler is not None:
         kwargs = (
             {"scheduler_file": scheduler} if scheduler.endswith(".json") else {"address": scheduler}
@@ -73,24 +81,7 @@ def connect(
         yield active
         return
     if backend == "cuda":
-        try:
-            from dask_cuda import LocalCUDACluster
-        except ImportError as e:
-            raise RuntimeError(
-                "backend 'cuda' starts a dask_cuda.LocalCUDACluster, but dask-cuda is not "
-                "installed: pip install 'tilelabel[gpu]' (or pass --scheduler ADDRESS)"
-            ) from e
-        from dask_cuda.utils import get_n_gpus
-
-        # one worker per GPU in CUDA_VISIBLE_DEVICES (dask-cuda reads it), each with its share
-        # of the cores (at most 8): the GPU labels a chunk in milliseconds, while reading,
-        # decoding, encoding and writing its zarr chunks takes host threads
-        gpus = workers or get_n_gpus()
-        cluster = LocalCUDACluster(
-            n_workers=workers,
-            threads_per_worker=max(2, min(8, default_workers() // max(gpus, 1))),
-            silence_logs=max(logging.getLogger("distributed").getEffectiveLevel(), logging.INFO),
-        )
+        cluster = cuda_cluster(workers, workers_per_gpu)
     else:
         cluster = LocalCluster(
             n_workers=workers or default_workers(),
@@ -105,3 +96,107 @@ def connect(
             c.dashboard_link,
         )
         yield c
+
+
+#: most worker processes :func:`cuda_cluster` puts on one GPU by default, and GPU memory each
+#: of them should have (a 512^3 chunk needs about 2 GiB, the CUDA context some 0.5 GiB more)
+MAX_WORKERS_PER_GPU = 16
+GPU_MEMORY_PER_WORKER = 4 << 30
+
+
+def cuda_cluster(
+    gpus: int | None = None,
+    workers_per_gpu: int | None = None,
+    threads_per_worker: int | None = None,
+    **kwargs,
+):
+    """A ``dask_cuda.LocalCUDACluster`` on the first ``gpus`` GPUs of ``CUDA_VISIBLE_DEVICES``
+    (default: all), with ``workers_per_gpu`` worker processes on each.
+
+    The GPU labels a chunk in milliseconds, while reading, decoding, encoding and writing its
+    zarr chunks takes host threads. In one process per GPU those threads contend for one GIL and
+    leave the GPU idle most of the time: on an H200 with 16 cores, 16 single-threaded workers
+    labeled 2048^3 voxels 1.6 times as fast as one worker of 16 threads (benchmarks/RESULTS.md).
+    So by default each GPU gets one single-threaded worker per core of its share of the node,
+    at most :data:`MAX_WORKERS_PER_GPU` and one per :data:`GPU_MEMORY_PER_WORKER` of its memory.
+    Given ``workers_per_gpu``, each worker gets its share of the cores as threads (at most 8
+    with one worker per GPU). ``kwargs`` go to ``LocalCUDACluster``.
+    """
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError as e:
+        raise RuntimeError(
+            "backend 'cuda' starts a dask_cuda.LocalCUDACluster, but dask-cuda is not "
+            "installed: pip install 'tilelabel[gpu]' (or pass --scheduler ADDRESS)"
+        ) from e
+    from dask_cuda.utils import get_n_gpus
+
+    if workers_per_gpu is not None and workers_per_gpu < 1:
+        raise ValueError(f"workers_per_gpu must be >= 1, got {workers_per_gpu}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or ",".join(map(str, range(get_n_gpus())))
+    visible = [d.strip() for d in visible.split(",") if d.strip()]
+    if gpus is not None and gpus > len(visible):
+        raise ValueError(f"{gpus} GPU workers asked for, but only {len(visible)} GPUs are visible")
+    devices = visible[: gpus or len(visible)]
+    cores = max(1, default_workers() // len(devices))
+    if workers_per_gpu is None:
+        workers_per_gpu = min(MAX_WORKERS_PER_GPU, cores, _memory_slots(devices[0]))
+    if threads_per_worker is None:
+        share = cores // workers_per_gpu
+        threads_per_worker = max(2, min(8, share)) if workers_per_gpu == 1 else max(1, share)
+    kwargs.setdefault(
+        "silence_logs",
+        max(logging.getLogger("distributed").getEffectiveLevel(), logging.INFO),
+    )
+    cls = LocalCUDACluster if workers_per_gpu == 1 else _shared_gpu_cluster_class()
+    extra = {} if workers_per_gpu == 1 else {"workers_per_gpu": workers_per_gpu}
+    return cls(
+        CUDA_VISIBLE_DEVICES=",".join(devices),
+        n_workers=len(devices) * workers_per_gpu,
+        threads_per_worker=threads_per_worker,
+        **extra,
+        **kwargs,
+    )
+
+
+def _memory_slots(device: str) -> int:
+    """How many workers of GPU_MEMORY_PER_WORKER the device holds (NVML, no CUDA context)."""
+    from dask_cuda.utils import get_device_total_memory
+
+    try:
+        total = get_device_total_memory(int(device) if device.isdigit() else device)
+    except Exception:  # NVML unusable here: the chunk-memory check in the run still applies
+        total = None
+    return max(1, (total or GPU_MEMORY_PER_WORKER) // GPU_MEMORY_PER_WORKER)
+
+
+def _shared_gpu_cluster_class():
+    """LocalCUDACluster whose workers are (GPU, slot) pairs instead of one per GPU; defined on
+    first use because dask-cuda is an optional dependency."""
+    from dask_cuda import LocalCUDACluster
+
+    class SharedGPUCluster(LocalCUDACluster):
+        def __init__(self, *args, workers_per_gpu: int, **kwargs):
+            self.workers_per_gpu = workers_per_gpu
+            super().__init__(*args, **kwargs)
+
+        def new_worker_spec(self):
+            # dask-cuda names a worker by its GPU and builds its spec (CUDA_VISIBLE_DEVICES,
+            # NVML index, plugins) from that; here each GPU has several names, and the spec
+            # is dask-cuda's own, built with only that GPU in view
+            devices = self.cuda_visible_devices
+            taken = set(self.worker_spec)
+            name, device = next(
+                (f"gpu{d}-{k}", d)
+                for k in range(self.workers_per_gpu)
+                for d in devices
+                if f"gpu{d}-{k}" not in taken
+            )
+            self.cuda_visible_devices = [device]
+            try:
+                ((_, spec),) = super().new_worker_spec().items()
+            finally:
+                self.cuda_visible_devices = devices
+            return {name: spec}
+
+    return SharedGPUCluster

@@ -122,6 +122,22 @@ def plan_for_storage(
     return ChunkPlan(shape, tuple(regular_chunks(n, c) for n, c in zip(shape, sizes, strict=True)))
 
 
+def plan_for_run(
+    shape: Sequence[int],
+    storage_chunks: Sequence[int],
+    chunks: Sequence[int] | None,
+    backend: str,
+    threads: int,
+) -> ChunkPlan:
+    """A run's plan: ``chunks`` when given, else the backend's target chunk size, made smaller
+    for small volumes so that each of the cluster's ``threads`` worker threads gets two chunks."""
+    if chunks is not None:
+        return plan_for_storage(shape, storage_chunks, chunks)
+    voxels = int(np.prod([int(s) for s in shape], dtype=np.int64))
+    target = min(DEFAULT_TARGET_VOXELS[backend], voxels // (2 * max(threads, 1)))
+    return plan_for_storage(shape, storage_chunks, None, max(int(target), 1))
+
+
 def forward_steps(ndim: int) -> list[tuple[int, ...]]:
     """The 3^ndim-1 neighbour steps halved: those whose first nonzero component is +1.
 

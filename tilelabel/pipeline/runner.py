@@ -28,10 +28,15 @@ from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import resolve_backend
 from tilelabel.pipeline import keep, ome, zarr_io
 from tilelabel.pipeline import stats as stats_mod
-from tilelabel.pipeline.cluster import connect
+from tilelabel.pipeline.cluster import cluster_threads, connect
 from tilelabel.pipeline.graph import Source, build_merge_graph, materialize, relabel
 from tilelabel.pipeline.local import local_dtype
-from tilelabel.pipeline.plan import DEFAULT_TARGET_VOXELS, plan_for_storage, shrink_to_fit
+from tilelabel.pipeline.plan import (
+    DEFAULT_TARGET_VOXELS,
+    plan_for_run,
+    plan_for_storage,
+    shrink_to_fit,
+)
 
 log = logging.getLogger("tilelabel")
 
@@ -96,16 +101,46 @@ def _check_cuda_on_workers(client: Client, plan, storage, label_dtype, connectiv
             f"(per worker: {usable})"
         )
     block = plan.max_block_shape()
-    need_free = client.run(chunk_memory, "cuda", block, label_dtype, connectivity)
-    need = max(n for n, _ in need_free.values())
-    free = min(f for _, f in need_free.values())
-    if need > free:
-        fit = shrink_to_fit(block, storage, free / need * 0.9)
-        raise ValueError(
-            f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory but a "
-            f"worker's GPU has {free / 2**30:.1f} GiB free; use --chunks {','.join(map(str, fit))}"
-            " or smaller"
+    report = client.run(chunk_memory, "cuda", block, label_dtype, connectivity)
+    threads = {w: info["nthreads"] for w, info in client.scheduler_info()["workers"].items()}
+    problem = gpu_memory_problem(report, threads, block, storage)
+    if problem:
+        raise ValueError(problem)
+
+
+def gpu_memory_problem(
+    report: dict[str, tuple[int, int, int, str]],
+    threads: dict[str, int],
+    block: tuple[int, ...],
+    storage: tuple[int, ...],
+) -> str | None:
+    """Why chunks of ``block`` do not fit the cluster's GPUs (None: they fit).
+
+    ``report``: per worker, :func:`~tilelabel.kernels.backends.chunk_memory`'s (need, device
+    free, own pool free, device); ``threads``: per worker, its threads. Every worker thread may
+    hold a chunk at once, and the workers of one device share its memory.
+    """
+    per_gpu: dict[str, list] = {}
+    for worker, (need, device_free, pool_free, device) in report.items():
+        per_gpu.setdefault(device, []).append((need, device_free, pool_free, threads[worker]))
+    for rows in per_gpu.values():
+        need = max(r[0] for r in rows)
+        free = min(r[1] for r in rows) + sum(r[2] for r in rows)
+        slots = sum(r[3] for r in rows)
+        if need * slots <= free:
+            continue
+        fit = shrink_to_fit(block, storage, free / (need * slots) * 0.9)
+        shared = (
+            f"{slots} worker threads share a GPU with {free / 2**30:.1f} GiB free"
+            if slots > 1
+            else f"a worker's GPU has {free / 2**30:.1f} GiB free"
         )
+        return (
+            f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory per "
+            f"worker thread, and {shared}; use --chunks {','.join(map(str, fit))} or smaller"
+            + (" (or fewer workers per GPU)" if slots > 1 else "")
+        )
+    return None
 
 
 def label_zarr(
@@ -122,6 +157,7 @@ def label_zarr(
     client: Client | None = None,
     scheduler: str | None = None,
     workers: int | None = None,
+    workers_per_gpu: int | None = None,
     cluster: dict[str, Any] | None = None,
     channel: int | None = None,
     timepoint: int | None = None,
@@ -156,7 +192,11 @@ def label_zarr(
         Replace ``dst`` if it exists.
     client, scheduler, workers
         Run on this client, or connect to this scheduler address, or else use the active client
-        or start a local cluster of ``workers`` workers for the run.
+        or start a local cluster of ``workers`` workers for the run (with ``cuda``: ``workers``
+        GPUs, default all visible ones).
+    workers_per_gpu
+        Worker processes per GPU of a local GPU cluster started for the run (see
+        :func:`tilelabel.pipeline.cluster.cuda_cluster`).
     cluster
         A run config's ``cluster:`` section (``kind: local | local-cuda | scheduler | slurm``
         and its options; see :mod:`tilelabel.config`), used when ``client`` and ``scheduler``
@@ -197,6 +237,8 @@ def label_zarr(
 
         get_backend("cuda")  # a clear error before a cluster starts
     label_dtype(0, dtype)  # validates the dtype name early
+    if workers_per_gpu is not None and workers_per_gpu < 1:
+        raise ValueError(f"workers_per_gpu must be >= 1, got {workers_per_gpu}")
     budget = int(keep_labels)
     if budget < 0:
         raise ValueError(f"keep_labels must be a number of bytes >= 0, got {keep_labels}")
@@ -218,11 +260,9 @@ def label_zarr(
             raise ValueError(f"intensity {intensity} does not have the input's shape {shape}")
         ivals = zarr_io.ZarrSource(zarr_io.normalize_url(intensity), storage_options)
         isource = Source(lambda idx: ivals)
-    with connect(client, scheduler, workers, backend, cluster=cluster) as c:
+    with connect(client, scheduler, workers, backend, cluster, workers_per_gpu) as c:
         if chunks is None:  # small volumes get smaller chunks, so that every worker thread works
-            threads = sum(w["nthreads"] for w in c.scheduler_info()["workers"].values()) or 1
-            target = min(DEFAULT_TARGET_VOXELS[backend], int(np.prod(shape)) // (2 * threads))
-            plan = plan_for_storage(shape, storage, None, int(target))
+            plan = plan_for_run(shape, storage, None, backend, cluster_threads(c))
         log.info(
             "labeling %s %s in %d chunks of up to %s",
             shape,
