@@ -43,11 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dask.array as da  # noqa: E402
 import zarr  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
+from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 
 import tilelabel  # noqa: E402
 from tilelabel.config import byte_count  # noqa: E402
-from tilelabel.pipeline.plan import DEFAULT_TARGET_VOXELS, plan_for_storage  # noqa: E402
+from tilelabel.pipeline.cluster import cluster_threads, cuda_cluster  # noqa: E402
+from tilelabel.pipeline.plan import plan_for_run  # noqa: E402
 from tilelabel.pipeline.zarr_io import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
 from tilelabel.synth import write_random_zarr  # noqa: E402
 
@@ -94,18 +95,35 @@ def cpu_cluster(workers: int) -> LocalCluster:
     )
 
 
-def gpu_cluster(gpus: int, threads: int):
-    """A GPU worker per GPU with a fixed number of host threads each, so that adding GPUs adds
-    the host threads that come with them (as on a cluster of GPU nodes)."""
-    from dask_cuda import LocalCUDACluster
-
-    devices = ",".join(str(i) for i in range(gpus))
-    return LocalCUDACluster(
-        CUDA_VISIBLE_DEVICES=devices,
-        dashboard_address=None,
-        threads_per_worker=threads,
-        memory_limit=0,
+def gpu_cluster(gpus: int, threads: int | None, per_gpu: int | None):
+    """tilelabel's GPU cluster on ``gpus`` GPUs: ``per_gpu`` workers per GPU (None: tilelabel's
+    default) sharing ``threads`` host threads per GPU (None: tilelabel's default), so that
+    adding GPUs adds the host threads that come with them (as on a cluster of GPU nodes)."""
+    per_thread = None if threads is None else max(1, threads // (per_gpu or 1))
+    return cuda_cluster(
+        gpus, per_gpu, threads_per_worker=per_thread, dashboard_address=None, memory_limit=0
     )
+
+
+def task_summary(stream: list[dict], t0: float) -> dict[str, dict]:
+    """Per task kind (``tilelabel-<kind>-...``): count, seconds computing (all workers
+    together), seconds transferring its inputs, and when the first started and the last ended
+    (seconds after ``t0``, the method's start): where the critical path's time went."""
+    out: dict[str, dict] = {}
+    for t in stream:
+        key = t["key"][0] if isinstance(t["key"], tuple) else str(t["key"])
+        kind = key.split("-")[1] if key.startswith("tilelabel-") else key.split("-")[0]
+        row = out.setdefault(
+            kind, {"n": 0, "compute": 0.0, "transfer": 0.0, "start": 1e9, "end": 0}
+        )
+        for ss in t["startstops"]:
+            if ss["action"] == "compute":
+                row["n"] += 1
+            if ss["action"] in ("compute", "transfer"):
+                row[ss["action"]] += ss["stop"] - ss["start"]
+            row["start"] = min(row["start"], ss["start"] - t0)
+            row["end"] = max(row["end"], ss["stop"] - t0)
+    return {k: {f: round(v, 3) for f, v in r.items()} for k, r in out.items()}
 
 
 def create_like(src: str, dst: str, dtype: str = "uint32") -> zarr.Array:
@@ -124,7 +142,7 @@ def zarr_copy(src: str, dst: str, client: Client, backend: str, chunks) -> None:
     chunks for ``backend``) with no labeling in between."""
     z = zarr.open_array(src)
     create_like(src, dst)
-    plan = plan_for_storage(z.shape, storage_chunks(z), chunks, DEFAULT_TARGET_VOXELS[backend])
+    plan = plan_for_run(z.shape, storage_chunks(z), chunks, backend, cluster_threads(client))
     slices = [plan.slices(i) for i in plan.indices()]
     n = len(slices)
     futures = client.map(_copy_chunk, [ZarrSource(src)] * n, [ZarrTarget(dst)] * n, slices)
@@ -181,13 +199,19 @@ def in_subprocess(method: str, src: str, dst: str, args) -> dict:
     raise RuntimeError(f"child failed: {done.stderr[-300:]}")
 
 
-def run_method(method: str, src: str, dst: str, args, gpus: int = 1) -> dict:
+def run_method(
+    method: str, src: str, dst: str, args, gpus: int = 1, per_gpu: int | None = None
+) -> dict:
     gpu = method.removesuffix("-keep").endswith("-gpu")
-    cluster = gpu_cluster(gpus, args.threads_per_gpu) if gpu else cpu_cluster(args.cpu_workers)
+    cluster = (
+        gpu_cluster(gpus, args.threads_per_gpu, per_gpu) if gpu else cpu_cluster(args.cpu_workers)
+    )
     phases = {}
     with cluster, Client(cluster, set_as_default=False) as client:
         client.run(start_peaks, gpu)
-        t0 = time.perf_counter()
+        stream = get_task_stream(client)
+        stream.__enter__()
+        t0, t0_wall = time.perf_counter(), time.time()
         if method.startswith("copy-dask"):
             n = dask_copy(src, dst, client)
         elif method.startswith("copy"):
@@ -207,16 +231,21 @@ def run_method(method: str, src: str, dst: str, args, gpus: int = 1) -> dict:
             )
             n, phases = res.components, res.phases
         seconds = time.perf_counter() - t0
+        stream.__exit__(None, None, None)
+        tasks = task_summary(stream.data, t0_wall)
         peaks = client.run(stop_peaks).values()
         rss, gpu_peak = max(p[0] for p in peaks), max(p[1] for p in peaks)
         workers = len(client.scheduler_info()["workers"])
+        threads = max(w["nthreads"] for w in client.scheduler_info()["workers"].values())
     return {
         "seconds": seconds,
         "components": n,
         "peak_rss_per_worker": rss,
         "peak_gpu_per_worker": gpu_peak,
         "workers": workers,
+        "threads_per_worker": threads,
         "phases": phases,
+        "tasks": tasks,
     }
 
 
@@ -225,7 +254,7 @@ def warm_up(work: Path, methods: list[str]) -> None:
     run pays for compilation: numba's cache lives beside the sources, CuPy's in ~/.cupy."""
     src = str(work / "warm.zarr")
     write_random_zarr(src, (64, 64, 64), (32, 32, 32), 0.3, 1, seed=0, overwrite=True)
-    backends = ["cpu"] + (["cuda"] if "tilelabel-gpu" in methods else [])
+    backends = ["cpu"] + (["cuda"] if any(m.startswith("tilelabel-gpu") for m in methods) else [])
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc:
         with Client(lc, set_as_default=False) as c:
             for backend in backends:
@@ -265,8 +294,17 @@ def main() -> None:
     p.add_argument(
         "--threads-per-gpu",
         type=int,
-        default=8,
-        help="host threads of each GPU worker (zarr decoding and encoding)",
+        default=None,
+        help="host threads per GPU (zarr decoding and encoding), shared by its workers "
+        "(default: tilelabel's cluster default)",
+    )
+    p.add_argument(
+        "--workers-per-gpu",
+        type=int,
+        nargs="+",
+        default=[None],
+        help="worker process counts per GPU to run the GPU methods with (default: tilelabel's "
+        "cluster default, one single-threaded worker per core up to 16)",
     )
     p.add_argument(
         "--time-limit",
@@ -315,12 +353,13 @@ def main() -> None:
                 f"# {size}^3 d={density}: input written in {time.perf_counter() - t0:.1f} s",
                 flush=True,
             )
+            gpu_runs = [(g, w) for g in args.gpus for w in args.workers_per_gpu]
             runs = [
-                (m, g)
+                (m, g, w)
                 for m in args.methods
-                for g in (args.gpus if m.removesuffix("-keep").endswith("-gpu") else [0])
+                for g, w in (gpu_runs if m.removesuffix("-keep").endswith("-gpu") else [(0, 0)])
             ]
-            for method, gpus in runs:
+            for method, gpus, per_gpu in runs:
                 if method == "dask-image" and size > args.dask_image_max:
                     continue
                 if method == "tilelabel-cpu" and size > args.cpu_max:
@@ -330,12 +369,20 @@ def main() -> None:
                     if method == "dask-image":
                         r = in_subprocess(method, src, dst, args)
                     else:
-                        r = run_method(method, src, dst, args, gpus)
+                        r = run_method(method, src, dst, args, gpus, per_gpu)
                 except TimeoutError:
                     r = {"timeout": args.time_limit}
                 except Exception as e:  # record and go on: one method failing is a result too
                     r = {"error": f"{type(e).__name__}: {e}"[:300]}
-                r.update(method=method, size=size, density=density, voxels=size**3, gpus=gpus)
+                r.update(
+                    method=method,
+                    size=size,
+                    density=density,
+                    voxels=size**3,
+                    gpus=gpus,
+                )
+                if gpus and "workers" in r:
+                    r["workers_per_gpu"] = r["workers"] // gpus
                 if "seconds" in r:
                     r["gvox_s"] = size**3 / r["seconds"] / 1e9
                 rows.append(r)
@@ -349,6 +396,8 @@ def main() -> None:
         "host": platform.node(),
         "cpus": os.cpu_count(),
         "gpus": args.gpus,
+        "workers_per_gpu": args.workers_per_gpu,
+        "threads_per_gpu": args.threads_per_gpu,
         "storage_chunk": args.storage_chunk,
         "codec": "zarr default (zstd)",
     }
@@ -357,9 +406,9 @@ def main() -> None:
         f"Device: {device}; {os.cpu_count()} CPU cores; date {meta['date']}; storage chunks "
         f"{args.storage_chunk}^3, zarr v3 default codec; input and output on local disk.",
         "",
-        "| size | density | method | workers | s | GVox/s | vs copy | vs dask-image | "
-        "peak host/worker GiB | peak GPU/worker GiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| size | density | method | workers | s | GVox/s | vs copy (same cluster) | "
+        "vs fastest copy | vs dask-image | peak host/worker GiB | peak GPU/worker GiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "timeout" in r:
@@ -375,13 +424,13 @@ def main() -> None:
             )  # (with several GPU counts, the last one's time)
             lines.append(
                 f"| {r['size']}³ | {r['density']} | {r['method']} | | > {r['timeout']:.0f}"
-                f" (stopped) | | | {bound} | | |"
+                f" (stopped) | | | | {bound} | | |"
             )
             continue
         if "seconds" not in r:
             lines.append(
                 f"| {r['size']}³ | {r['density']} | {r['method']} | | failed: "
-                f"{r['error'][:80]} | | | | | |"
+                f"{r['error'][:80]} | | | | | | |"
             )
             continue
         same = [
@@ -389,16 +438,28 @@ def main() -> None:
             for x in rows
             if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
         ]
-        ref = {(x["method"], x.get("gpus", 0)): x["seconds"] for x in same}
-        gpus = r.get("gpus", 0)
-        copy_ref = ref.get(("copy-gpu", gpus) if gpus else ("copy", 0))
+        ref = {
+            (x["method"], x.get("gpus", 0), x.get("workers_per_gpu", 1 if x.get("gpus") else 0)): x[
+                "seconds"
+            ]
+            for x in same
+        }
+        gpus, per_gpu = r.get("gpus", 0), r.get("workers_per_gpu", 1 if r.get("gpus") else 0)
+        copy_ref = ref.get(("copy-gpu", gpus, per_gpu) if gpus else ("copy", 0, 0))
         vs_copy = f"{copy_ref / r['seconds']:.2f}x" if copy_ref else ""
-        di = ref.get(("dask-image", 0))
+        copies = [x["seconds"] for x in same if x["method"] in ("copy", "copy-gpu")]
+        vs_best = f"{min(copies) / r['seconds']:.2f}x" if copies else ""
+        di = ref.get(("dask-image", 0, 0))
         vs_di = f"{di / r['seconds']:.1f}x" if di else ""
-        name = r["method"] + (f" ({gpus} GPU{'s' if gpus > 1 else ''})" if gpus else "")
+        name = r["method"] + (
+            f" ({gpus} GPU{'s' if gpus > 1 else ''}, {per_gpu} worker{'s' if per_gpu > 1 else ''}"
+            " each)"
+            if gpus
+            else ""
+        )
         lines.append(
             f"| {r['size']}³ | {r['density']} | {name} | {r['workers']} | "
-            f"{r['seconds']:.2f} | {r['gvox_s']:.3f} | {vs_copy} | {vs_di} | "
+            f"{r['seconds']:.2f} | {r['gvox_s']:.3f} | {vs_copy} | {vs_best} | {vs_di} | "
             f"{r['peak_rss_per_worker'] / 2**30:.2f} | {r['peak_gpu_per_worker'] / 2**30:.2f} |"
         )
     table = "\n".join(lines)
