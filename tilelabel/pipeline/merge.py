@@ -97,7 +97,7 @@ def chunk_pairs(
     (k, 2), as ``ordinal << POSITION_BITS | position`` (see :func:`resolve`).
 
     ``neighbours``: per forward neighbour, its ``step``, its :func:`contact` towards this chunk
-    (``high=False``) and its ordinal. A pair may repeat (through a face and an edge).
+    (``high=False``) and its ordinal. Each step reaches another chunk, so pairs are unique.
     """
     if not neighbours:
         return _EMPTY_PAIRS
@@ -146,7 +146,7 @@ def resolve(pairs: Sequence[np.ndarray], *chunk_keys: np.ndarray) -> tuple[np.nd
     graph = coo_matrix(
         (np.ones(len(nodes), np.int8), (nodes[:, 0], nodes[:, 1])), shape=(n, n)
     ).tocsr()
-    graph.data[:] = 1  # a pair met through a face and an edge adds up; only the edge matters
+    graph.data[:] = 1  # a pair given twice adds up; only the edge matters
     ncomp, comp = connected_components(graph, directed=False)
     # a component's root is its smallest key: its first voxel in raster order
     root = np.full(ncomp, np.iinfo(np.int64).max, np.int64)
