@@ -3,7 +3,9 @@
 1. labeling: every chunk is read and labeled; only its summary stays (faces, border keys, counts);
 2. merging: border equivalences, union-find, numbering; the component count is known here, so the
    output dtype is decided (and an overflow refused) before anything is written;
-3. writing: every chunk is read and labeled again, mapped through its lookup table and written.
+3. writing: every chunk is read and labeled again (or taken from the labels its worker kept),
+   mapped through its lookup table and written. The writes are submitted as soon as the count
+   is known; each starts when its chunk's lookup table is ready.
 
 The output is created only after phase 2 and removed again if phase 3 fails; it is marked complete
 in its attributes only once every chunk is written.
@@ -50,7 +52,8 @@ class Result:
     backend: str
     #: the statistics table (``stats=True``)
     table: Any = None
-    #: wall seconds of each phase (``labeling``, ``merging``, ``writing``), from the client
+    #: wall seconds of each phase, from the client: ``labeling`` until every chunk's summary is
+    #: done, ``merging`` until the component count is known, ``writing`` until the last write
     phases: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
