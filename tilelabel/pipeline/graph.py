@@ -1,4 +1,4 @@
-"""Assembles the pipeline's task graph: summaries -> pairs -> resolve -> numbering -> LUT specs.
+"""The pipeline's task graph: summaries -> contacts -> pairs -> resolve -> numbering -> specs.
 
 The graph is written as plain task dicts, a few layers per phase whatever the number of chunks
 (one ``dask.delayed`` call per chunk would add a layer per call and make building and culling the
