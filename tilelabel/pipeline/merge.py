@@ -54,16 +54,11 @@ def _shift_pairs(
 
 
 def _unique_pairs(la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (a, b) label pairs. A face holds ~100 contacts per distinct pair, so this runs
-    before the key lookup, on both labels packed in one uint64 (a 1-D sort; ``unique(axis=0)``
-    sorts rows through a void view, some 20 times slower and holding the GIL)."""
-    if la.size == 0:
-        return la, lb
-    if la.dtype.itemsize <= 4 and lb.dtype.itemsize <= 4:
-        packed = np.unique((la.astype(np.uint64) << np.uint64(32)) | lb.astype(np.uint64))
-        return packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)
-    both = np.unique(np.stack([la.astype(np.uint64), lb.astype(np.uint64)], axis=1), axis=0)
-    return both[:, 0], both[:, 1]
+    """Distinct (a, b) pairs of uint32 positions. A face holds ~100 contacts per distinct pair;
+    both sides packed in one uint64 make this a 1-D sort (``unique(axis=0)`` sorts rows through
+    a void view, some 20 times slower and holding the GIL)."""
+    packed = np.unique((la.astype(np.uint64) << np.uint64(32)) | lb.astype(np.uint64))
+    return packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)
 
 
 #: a border label across the merge is named ``chunk ordinal << POSITION_BITS | position``, its

@@ -33,12 +33,7 @@ from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.cluster import cluster_threads, connect
 from tilelabel.pipeline.graph import Source, build_merge_graph, materialize, relabel
 from tilelabel.pipeline.local import local_dtype
-from tilelabel.pipeline.plan import (
-    DEFAULT_TARGET_VOXELS,
-    plan_for_run,
-    plan_for_storage,
-    shrink_to_fit,
-)
+from tilelabel.pipeline.plan import plan_for_run, plan_for_storage, shrink_to_fit
 
 log = logging.getLogger("tilelabel")
 
@@ -252,7 +247,8 @@ def label_zarr(
     else:
         zarr_io.check_output(dst, src, overwrite)
     storage = zarr_io.storage_chunks(src_arr)[len(lead) :]
-    plan = plan_for_storage(shape, storage, chunks, DEFAULT_TARGET_VOXELS[backend])
+    if chunks is not None:  # a bad chunk size is refused before a cluster starts
+        plan_for_storage(shape, storage, chunks)
     src_url, dst_url = zarr_io.normalize_url(src), zarr_io.normalize_url(dst)
     if image is not None:
         src_url = image.array_url
@@ -264,8 +260,8 @@ def label_zarr(
         ivals = zarr_io.ZarrSource(zarr_io.normalize_url(intensity), storage_options)
         isource = Source(lambda idx: ivals)
     with connect(client, scheduler, workers, backend, cluster, workers_per_gpu) as c:
-        if chunks is None:  # small volumes get smaller chunks, so that every worker thread works
-            plan = plan_for_run(shape, storage, None, backend, cluster_threads(c))
+        # small volumes get smaller chunks, so that every worker thread works
+        plan = plan_for_run(shape, storage, chunks, backend, cluster_threads(c))
         log.info(
             "labeling %s %s in %d chunks of up to %s",
             shape,
