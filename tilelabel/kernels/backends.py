@@ -27,6 +27,19 @@ class Backend(Protocol):
         self, block: np.ndarray, connectivity: int, dtype: np.dtype, algorithm: str | None = None
     ) -> tuple[Any, int]: ...
 
+    def foreground(self, block: np.ndarray) -> Any:
+        """The block's foreground (nonzero) as uint8 where the backend labels: ``label`` takes
+        it as is, and ``pack`` packs it."""
+        ...
+
+    def pack(self, fg: Any) -> Any:
+        """A foreground from :meth:`foreground`, one bit per voxel (an eighth of its bytes)."""
+        ...
+
+    def unpack(self, packed: Any, shape: tuple[int, ...]) -> Any:
+        """The 0/1 uint8 foreground of ``shape`` that :meth:`pack` packed."""
+        ...
+
     def first_indices(self, labels: Any, n: int) -> np.ndarray: ...
 
     def to_host(self, arr: Any) -> np.ndarray: ...
@@ -51,9 +64,12 @@ class Backend(Protocol):
 
 
 def foreground(block: np.ndarray) -> np.ndarray:
-    """Nonzero is foreground; the kernels take C-contiguous 0/1 uint8."""
+    """Nonzero is foreground; the kernels take C-contiguous uint8 and read any nonzero byte as
+    foreground, so such a block passes as it is."""
     if block.dtype == np.bool_:
         return np.ascontiguousarray(block).view(np.uint8)
+    if block.dtype == np.uint8 and block.flags.c_contiguous:
+        return block
     return (block != 0).view(np.uint8)
 
 
@@ -63,6 +79,16 @@ class CPUBackend:
     def label(self, block, connectivity, dtype, algorithm=None):
         kernel = get_kernel("cpu", block.ndim, connectivity, algorithm)
         return kernel(foreground(np.asarray(block)), np.dtype(dtype))
+
+    def foreground(self, block):
+        return foreground(np.asarray(block))
+
+    def pack(self, fg):
+        return np.packbits(fg.reshape(-1))  # any nonzero byte packs as 1
+
+    def unpack(self, packed, shape):
+        count = int(np.prod(shape, dtype=np.int64))
+        return np.unpackbits(packed, count=count).reshape(shape)
 
     def first_indices(self, labels, n):
         from tilelabel.kernels.cpu_ops import first_indices

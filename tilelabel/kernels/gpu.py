@@ -398,6 +398,30 @@ def foreground_device(block):
     return (a != 0).view(np.uint8)
 
 
+@functools.cache
+def _bit_kernels():
+    import cupy as cp
+
+    # CuPy's own packbits indexes with int: these take chunks past 2^31 voxels. Bit order is
+    # numpy's (first voxel in the high bit), so host and device packs are interchangeable.
+    pack = cp.ElementwiseKernel(
+        "raw uint8 fg, int64 size",
+        "uint8 packed",
+        """unsigned char b = 0;
+        long long k = (long long)i * 8;
+        for (int j = 0; j < 8 && k + j < size; ++j) b |= (fg[k + j] != 0) << (7 - j);
+        packed = b;""",
+        "tilelabel_pack_bits",
+    )
+    unpack = cp.ElementwiseKernel(
+        "raw uint8 packed",
+        "uint8 fg",
+        "fg = (packed[i >> 3] >> (7 - (i & 7))) & 1;",
+        "tilelabel_unpack_bits",
+    )
+    return pack, unpack
+
+
 _local = threading.local()
 
 
@@ -455,6 +479,24 @@ class CUDABackend:
         labels, n, first = label_device(img, dtype, int(connectivity), algorithm, True)
         self._last.run = (labels, first)
         return labels, n
+
+    @_on_thread_stream
+    def foreground(self, block):
+        return foreground_device(block)
+
+    @_on_thread_stream
+    def pack(self, fg):
+        import cupy as cp
+
+        fg = cp.ascontiguousarray(fg)
+        out = cp.empty((fg.size + 7) // 8, np.uint8)
+        return _bit_kernels()[0](fg, np.int64(fg.size), out)
+
+    @_on_thread_stream
+    def unpack(self, packed, shape):
+        import cupy as cp
+
+        return _bit_kernels()[1](packed, cp.empty(tuple(shape), np.uint8))
 
     @_on_thread_stream
     def first_indices(self, labels, n):
