@@ -90,6 +90,7 @@ def test_label_options(tmp_path, sched):
             "8",
             "--keep-labels",
             "64MB",
+            "--no-keep-input",
             "--scheduler",
             sched,
             "-q",

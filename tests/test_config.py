@@ -12,6 +12,7 @@ def test_valid_config(tmp_path):
     p.write_text(
         "input: a.zarr\noutput: b.zarr\nconnectivity: 6\nchunks: 64,64,64\n"
         "backend: cpu\ndtype: uint64\noverwrite: true\nworkers: 3\nkeep-labels: 2GiB\n"
+        "keep-input: false\n"
     )
     assert config.load(p) == {
         "input": "a.zarr",
@@ -23,6 +24,7 @@ def test_valid_config(tmp_path):
         "overwrite": True,
         "workers": 3,
         "keep_labels": 2 * 2**30,
+        "keep_input": False,
     }
 
 
@@ -37,6 +39,7 @@ def test_valid_config(tmp_path):
         ("overwrite: maybe\n", "'overwrite': expected true or false"),
         ("keep_labels: lots\n", "'keep_labels': expected a number of bytes"),
         ("keep_labels: -1\n", "'keep_labels': expected a number of bytes"),
+        ("keep_input: 0\n", "'keep_input': expected true or false"),
         ("- a\n- b\n", "must hold a mapping"),
         ("input: [unclosed\n", "is not valid YAML"),
     ],

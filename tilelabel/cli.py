@@ -132,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
         "pass, so that the writing pass skips reading and labeling them again (e.g. 8GB; "
         "default 0: memory stays bounded by the chunk size)",
     )
+    lab.add_argument(
+        "--no-keep-input",
+        dest="keep_input",
+        action="store_const",
+        const=False,
+        help="read and decode every chunk again in the writing pass, instead of keeping its "
+        "foreground (one bit per voxel, at most one chunk's labels of memory per worker)",
+    )
     lab.add_argument("--config", help="YAML run config; flags given here override it")
     ome = lab.add_argument_group("OME-Zarr image input")
     ome.add_argument("--channel", type=int, help="channel to label (index along the c axis)")
@@ -206,6 +214,7 @@ def _label(args: argparse.Namespace) -> int:
         "min_size",
         "max_size",
         "keep_labels",
+        "keep_input",
     ):
         value = getattr(args, key)
         if value is not None:

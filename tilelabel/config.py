@@ -183,6 +183,7 @@ SCHEMA = {
     "min_size": _size,
     "max_size": _size,
     "keep_labels": byte_count,
+    "keep_input": _typed(bool, "true or false"),
     "cluster": _cluster,
     "storage_options": _mapping,
     "channel": _index,

@@ -1,5 +1,5 @@
-"""Labels kept between the passes: the writing pass uses them where they are, and the output is
-the same whatever the budget."""
+"""Labels or packed input kept between the passes: the writing pass uses them where they are,
+and the output is the same whatever the budgets."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from scipy import ndimage
 import tilelabel
 from tests.conftest import write_zarr
 from tilelabel.connectivity import structure
+from tilelabel.kernels.backends import get_backend
 from tilelabel.pipeline import keep
 from tilelabel.synth import random_volume
 
@@ -25,19 +26,52 @@ def test_budget_take_and_drop():
     assert not keep.put(b, labels, 5)  # 128 bytes would pass the run's budget
     assert keep.put(other, labels, 1)  # another run has its own budget
     assert keep.take(b) is None
-    got, n = keep.take(a)
-    assert got is labels and n == 3
+    got = keep.take(a)
+    assert got.labels is labels and got.n == 3 and got.packed is None
     assert keep.take(a) is None  # taken once
-    assert keep.drop("run-a") == (1, 0)
-    assert keep.drop("run-b") == (0, 1)
-    assert keep.drop("run-b") == (0, 0)
+    assert keep.drop("run-a") == (1, 0, 0)
+    assert keep.drop("run-b") == (0, 0, 1)
+    assert keep.drop("run-b") == (0, 0, 0)
+
+
+def test_packed_input_when_labels_do_not_fit():
+    be = get_backend("cpu")
+    blocks = [random_volume((5, 6, 7), 0.4, 1, seed=s) for s in range(3)]
+    packs = []
+
+    def packer(block):
+        def pack():
+            packs.append(block)
+            return be.pack(be.foreground(block))
+
+        return pack
+
+    labels = np.zeros((5, 6, 7), np.uint32)  # 840 bytes, 27 bytes of bits
+    slots = [keep.Slot("run-c", (i,), 0, 60) for i in range(3)]
+    assert keep.put(slots[0], labels, 2, packer(blocks[0]))
+    assert keep.put(slots[1], labels, 4, packer(blocks[1]))
+    assert not keep.put(slots[2], labels, 6, packer(blocks[2]))  # 81 bytes > 60
+    assert len(packs) == 2  # the third was not even packed
+    assert not keep.put(keep.Slot("run-c", (3,), 0, 0), labels, 1)  # no pack, no label budget
+    got = keep.take(slots[1])
+    assert got.labels is None and got.n == 4 and got.shape == (5, 6, 7)
+    np.testing.assert_array_equal(be.unpack(got.packed, got.shape), blocks[1] != 0)
+    assert keep.drop("run-c") == (0, 1, 1)
 
 
 @pytest.mark.parametrize(
-    ("budget", "kept"),
-    [(1 << 30, 8), (0, 0), (2 * 20 * 24 * 28 * 4, None)],  # all, none, some chunks per worker
+    ("budget", "keep_input", "kept", "from_input"),
+    [
+        (1 << 30, True, 8, 0),  # all labels
+        (0, False, 0, 0),  # nothing: every chunk read again
+        (0, True, 0, 8),  # the default: every chunk's bits
+        (2 * 20 * 24 * 28 * 4, True, None, None),  # some labels, the rest's bits
+        (2 * 20 * 24 * 28 * 4, False, None, 0),  # some labels, the rest read again
+    ],
 )
-def test_kept_labels_write_the_same_output(tmp_path, client, caplog, budget, kept):
+def test_kept_chunks_write_the_same_output(
+    tmp_path, client, caplog, budget, keep_input, kept, from_input
+):
     img = random_volume((40, 48, 56), 0.3, 1, seed=11)
     src = write_zarr(tmp_path / "in.zarr", img, (10, 12, 14))
     with caplog.at_level(logging.INFO, logger="tilelabel"):
@@ -48,16 +82,22 @@ def test_kept_labels_write_the_same_output(tmp_path, client, caplog, budget, kep
             backend="cpu",
             client=client,
             keep_labels=budget,
+            keep_input=keep_input,
         )
     ref, ref_n = ndimage.label(img, structure(3, 26))
     assert n == ref_n
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], ref)
     used = [r.getMessage() for r in caplog.records if "kept on the workers" in r.getMessage()]
-    if budget == 0:
+    if budget == 0 and not keep_input:
         assert not used
     else:
-        taken = int(used[0].split()[2])
+        words = used[0].split()
+        taken, packed = int(words[2]), int(words[12])
         assert taken == kept if kept is not None else 0 < taken < 8
+        if from_input is not None:
+            assert packed == from_input
+        else:
+            assert taken + packed == 8
     # nothing stays behind in the worker processes
     assert all(v == 0 for v in client.run(lambda: len(keep._kept)).values())
 

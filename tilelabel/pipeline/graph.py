@@ -110,13 +110,15 @@ def build_merge_graph(
     stats: stats_mod.StatsOptions | None = None,
     intensity: Source | None = None,
     keep_budget: int = 0,
+    keep_input_budget: int = 0,
 ) -> MergeGraph:
     """From chunk blocks to per-chunk LUT specs and the component count.
 
     ``stats`` (None: labels only, the default path) adds per-chunk statistics (over the blocks
     of ``intensity`` if given), their border merge, a size filter and per-chunk table rows.
-    ``keep_budget``: bytes of labels per worker the labeling pass may keep for the writing pass
-    (:mod:`tilelabel.pipeline.keep`; the slots are ``MergeGraph.slots``).
+    ``keep_budget``, ``keep_input_budget``: bytes of labels, and of bit-packed input, per worker
+    that the labeling pass may keep for the writing pass (:mod:`tilelabel.pipeline.keep`; the
+    slots are ``MergeGraph.slots``).
     """
     token = source.token or uuid.uuid4().hex
     shape = plan.shape
@@ -126,8 +128,10 @@ def build_merge_graph(
         return (f"tilelabel-{name}-{token}", *idx)
 
     dsk: dict[Key, Any] = {}
+    keeping = keep_budget > 0 or keep_input_budget > 0
     slots = {
-        idx: keep_mod.Slot(token, idx, keep_budget) if keep_budget > 0 else None for idx in idxs
+        idx: keep_mod.Slot(token, idx, keep_budget, keep_input_budget) if keeping else None
+        for idx in idxs
     }
     for idx in idxs:
         open_faces = tuple((idx[a] > 0, idx[a] < plan.grid[a] - 1) for a in range(plan.ndim))
@@ -296,20 +300,24 @@ def relabel(
     algorithm: str | None,
     dtype: np.dtype,
     staging: bool = False,
-    kept: tuple[Any, int] | None = None,
+    kept: keep_mod.Kept | None = None,
 ) -> np.ndarray:
     """Label a chunk again and map its local labels to final ones (host array of ``dtype``;
     ``staging``: for a caller that writes it out at once, see :meth:`Backend.apply_lut`).
 
-    ``kept``: the ``(labels, n)`` the labeling pass kept (:mod:`tilelabel.pipeline.keep`), used
-    instead of labeling again (``block`` is then not needed). Relabeling from the input otherwise
-    keeps memory per worker O(chunk) for any volume size; the kernels' canonical numbering makes
-    the second pass identical to the first.
+    ``kept``: what the labeling pass kept of the chunk (:mod:`tilelabel.pipeline.keep`): its
+    labels, used as they are, or its packed foreground, labeled again instead of ``block``
+    (which is then not needed). Relabeling from the input otherwise keeps memory per worker
+    O(chunk) for any volume size; the kernels' canonical numbering makes the second pass
+    identical to the first.
     """
-    if kept is not None:
-        (labels, n), be = kept, get_backend(backend)
+    be = get_backend(backend)
+    if kept is not None and kept.labels is not None:
+        labels, n = kept.labels, kept.n
     else:
-        labels, n, be = label_block(block, backend, connectivity, algorithm)
+        if kept is not None:
+            block = be.unpack(kept.packed, kept.shape)
+        labels, n, _ = label_block(block, backend, connectivity, algorithm)
     if n != spec.n:
         raise RuntimeError(
             f"relabel pass found {n} local labels where the first pass found {spec.n}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -91,15 +92,15 @@ def summarize(
     algorithm: str | None,
     stats: bool = False,
     intensity: np.ndarray | None = None,
-    keep: Callable[[object, int], object] | None = None,
+    keep: Callable[..., object] | None = None,
 ) -> tuple[Borders, Counts] | tuple[Borders, Counts, dict[str, np.ndarray]]:
     """Label one chunk and return what the merge and the numbering need from it.
 
     ``open_faces[axis][side]`` says whether another chunk lies beyond that face; only labels on
     such faces take part in the merge. With ``stats``, a third item: the statistics of every
     local label in global coordinates (:meth:`Backend.label_stats`, over ``intensity`` if given).
-    ``keep(labels, n)`` is handed the chunk's labels (device or host, the backend's own) for the
-    writing pass to reuse.
+    ``keep(labels, n, pack)`` is handed the chunk's labels (device or host, the backend's own)
+    and a function that packs its foreground to bits, for the writing pass to reuse either.
     """
     check_block(block, where)
     if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
@@ -107,9 +108,12 @@ def summarize(
             f"intensity block of shape {intensity.shape} in {where} differs from the input's "
             f"{block.shape}"
         )
-    labels, n, be = label_block(block, backend, connectivity, algorithm)
+    be = get_backend(backend)
+    fg = be.foreground(block)  # on the device: labeled, and packed if kept
+    labels, n, _ = label_block(fg, backend, connectivity, algorithm)
     if keep is not None:
-        keep(labels, n)
+        keep(labels, n, functools.partial(be.pack, fg))
+    del fg
     if stats:
         table, first = be.label_stats_first(labels, n, offset, intensity)
     else:

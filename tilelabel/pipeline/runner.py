@@ -88,7 +88,9 @@ def _write_chunk(
     target(slices, labels)
 
 
-def _check_cuda_on_workers(client: Client, plan, storage, label_dtype, connectivity) -> None:
+def _check_cuda_on_workers(
+    client: Client, plan, storage, label_dtype, connectivity, kept: int = 0
+) -> None:
     """Every worker has a usable GPU with room for the largest chunk, or a clear error."""
     from tilelabel.kernels.backends import BackendUnavailable, chunk_memory, cuda_available
 
@@ -101,7 +103,7 @@ def _check_cuda_on_workers(client: Client, plan, storage, label_dtype, connectiv
     block = plan.max_block_shape()
     report = client.run(chunk_memory, "cuda", block, label_dtype, connectivity)
     threads = {w: info["nthreads"] for w, info in client.scheduler_info()["workers"].items()}
-    problem = gpu_memory_problem(report, threads, block, storage)
+    problem = gpu_memory_problem(report, threads, block, storage, kept)
     if problem:
         raise ValueError(problem)
 
@@ -111,12 +113,14 @@ def gpu_memory_problem(
     threads: dict[str, int],
     block: tuple[int, ...],
     storage: tuple[int, ...],
+    kept: int = 0,
 ) -> str | None:
     """Why chunks of ``block`` do not fit the cluster's GPUs (None: they fit).
 
     ``report``: per worker, :func:`~tilelabel.kernels.backends.chunk_memory`'s (need, device
     free, own pool free, device); ``threads``: per worker, its threads. Every worker thread may
-    hold a chunk at once, and the workers of one device share its memory.
+    hold a chunk at once, the workers of one device share its memory, and each worker may also
+    hold ``kept`` bytes between the passes (packed input, which scales with the chunk too).
     """
     per_gpu: dict[str, list] = {}
     for worker, (need, device_free, pool_free, device) in report.items():
@@ -125,9 +129,10 @@ def gpu_memory_problem(
         need = max(r[0] for r in rows)
         free = min(r[1] for r in rows) + sum(r[2] for r in rows)
         slots = sum(r[3] for r in rows)
-        if need * slots <= free:
+        total = need * slots + kept * len(rows)
+        if total <= free:
             continue
-        fit = shrink_to_fit(block, storage, free / (need * slots) * 0.9)
+        fit = shrink_to_fit(block, storage, free / total * 0.9)
         shared = (
             f"{slots} worker threads share a GPU with {free / 2**30:.1f} GiB free"
             if slots > 1
@@ -168,6 +173,7 @@ def label_zarr(
     min_size: int | None = None,
     max_size: int | None = None,
     keep_labels: int = 0,
+    keep_input: bool = True,
 ) -> int | Result | tuple:
     """Label the zarr array ``src`` into a new zarr array ``dst``; return the component count.
 
@@ -220,6 +226,12 @@ def label_zarr(
         ``cuda`` backend) for the writing pass, which then neither reads nor labels those chunks
         again (:mod:`tilelabel.pipeline.keep`). 0, the default, labels every chunk again, so
         that memory per worker stays bounded by the chunk size.
+    keep_input
+        Keep each chunk's foreground, packed one bit per voxel, on the worker that labeled it (in
+        GPU memory for ``cuda``), so that the writing pass labels the bits again instead of
+        reading and decoding the input a second time. Each worker keeps at most as many bytes
+        as one chunk's uint32 labels (the bits of 32 chunks), so memory stays bounded by the
+        chunk size; chunks past that are read again. False reads every chunk again.
     """
     start = time.perf_counter()
     opts = stats_mod.options(bool(stats), min_size, max_size, intensity is not None)
@@ -269,12 +281,25 @@ def label_zarr(
             plan.nchunks,
             plan.max_block_shape(),
         )
+        chunk_voxels = int(np.prod(plan.max_block_shape(), dtype=np.int64))
+        input_budget = keep.INPUT_BYTES_PER_CHUNK_VOXEL * chunk_voxels if keep_input else 0
         if backend == "cuda":
             ldt = local_dtype(plan.max_block_shape(), conn)
-            _check_cuda_on_workers(c, plan, storage, ldt, conn)
+            # what a worker can hold of this volume's packed input, at most its budget
+            kept = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
+            _check_cuda_on_workers(c, plan, storage, ldt, conn, kept)
         graph = build_merge_graph(
-            Source(lambda idx: source), plan, conn, backend, algorithm, opts, isource, budget
+            Source(lambda idx: source),
+            plan,
+            conn,
+            backend,
+            algorithm,
+            opts,
+            isource,
+            budget,
+            input_budget,
         )
+        keeping = budget > 0 or input_budget > 0
         # labels kept on the workers for the writing pass are dropped however the run ends
         try:
             idxs = list(plan.indices())
@@ -299,14 +324,14 @@ def label_zarr(
             _wait(c, futures_of(summaries[:: len(per[0])]), "labeling", progress)
             phases["labeling"] = time.perf_counter() - t_phase
             t_phase = time.perf_counter()
+            holder = {}  # chunk index -> the worker that kept its labels or input
+            if keeping:  # asked while the merge runs: every summary, so every keep, is done
+                for worker, held in c.run(keep.held, graph.token).items():
+                    holder.update((tuple(idx), worker) for idx in held)
             # the count comes out of the prefix sum, before the border finals and the chunks'
             # lookup specs: the output is created and the writes submitted then, each to run as
             # soon as its spec is ready
             _wait(c, [count_future], "merging", progress)
-            holder = {}  # chunk index -> the worker that kept its labels
-            if budget:
-                for worker, held in c.run(keep.held, graph.token).items():
-                    holder.update((tuple(idx), worker) for idx in held)
             del summaries
             count = int(count_future.result())
             phases["merging"] = time.perf_counter() - t_phase
@@ -335,8 +360,8 @@ def label_zarr(
                     dst, src_arr, out_dtype, attrs, overwrite, storage_options, lead=len(lead)
                 )
             target = zarr_io.ZarrTarget(dst_url, storage_options, out_lead)
-            # each write goes to the worker that kept its chunk's labels, if one did (elsewhere
-            # it labels the chunk again)
+            # each write goes to the worker that kept its chunk's labels or input, if one did
+            # (elsewhere it reads and labels the chunk again)
             run = uuid.uuid4().hex
             writes = [
                 c.submit(
@@ -369,12 +394,14 @@ def label_zarr(
             if ome_name:
                 ome.publish_labels(image, ome_name, storage_options)
         finally:
-            if budget:
-                per_worker = c.run(keep.drop, graph.token).values()
+            if keeping:
+                per_worker = list(c.run(keep.drop, graph.token).values())
                 log.info(
-                    "writing pass: %d of %d chunks from labels kept on the workers",
-                    sum(t for t, _ in per_worker),
+                    "writing pass: %d of %d chunks from labels kept on the workers, %d from "
+                    "their kept input",
+                    sum(t[0] for t in per_worker),
                     plan.nchunks,
+                    sum(t[1] for t in per_worker),
                 )
         table = None
         if table_futures:
