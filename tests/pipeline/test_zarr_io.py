@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 import zarr
 
 from tilelabel.pipeline.zarr_io import ZarrSource, ZarrTarget
@@ -56,3 +58,15 @@ def test_inside_a_running_event_loop(tmp_path):
     out = zarr.open_array(dst)[...]
     np.testing.assert_array_equal(out[sl], data[sl])
     assert not out[:8, :8].any()
+
+
+def test_codec_threads_from_the_environment(monkeypatch):
+    from tilelabel.pipeline.zarr_io import codec_threads
+
+    monkeypatch.delenv("TILELABEL_CODEC_THREADS", raising=False)
+    assert codec_threads() == (os.cpu_count() or 1)
+    monkeypatch.setenv("TILELABEL_CODEC_THREADS", "3")
+    assert codec_threads() == 3
+    monkeypatch.setenv("TILELABEL_CODEC_THREADS", "0")
+    with pytest.raises(ValueError, match="TILELABEL_CODEC_THREADS"):
+        codec_threads()

@@ -115,6 +115,19 @@ _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
 
 
+def codec_threads() -> int:
+    """Threads of a process's codec pool (decoding, encoding and file I/O of every task in it):
+    ``TILELABEL_CODEC_THREADS`` if set, else one per core. Many worker processes on one node each
+    start such a pool; the variable lets them share the cores instead of each taking all."""
+    value = os.environ.get("TILELABEL_CODEC_THREADS", "")
+    if value.strip():
+        n = int(value)
+        if n < 1:
+            raise ValueError(f"TILELABEL_CODEC_THREADS must be >= 1, got {value!r}")
+        return n
+    return os.cpu_count() or 1
+
+
 class _SharedCodecPool(ThreadPoolExecutor):
     """The default executor of every thread's loop: it hands codec work to one process-wide
     pool, and ignores shutdown, which a loop's close (its thread ending) would otherwise send
@@ -128,7 +141,7 @@ class _SharedCodecPool(ThreadPoolExecutor):
         if not _pool:
             with _pool_lock:
                 if not _pool:
-                    _pool.append(ThreadPoolExecutor(os.cpu_count() or 1, "tilelabel-codec"))
+                    _pool.append(ThreadPoolExecutor(codec_threads(), "tilelabel-codec"))
         return _pool[0].submit(fn, *args, **kwargs)
 
     def shutdown(self, wait=True, *, cancel_futures=False):
