@@ -16,6 +16,8 @@ high-water mark) belongs to that run alone.
 - ``tilelabel-cpu``: ``label_zarr(backend="cpu")`` on the CPU cluster;
 - ``tilelabel-gpu-keep`` / ``tilelabel-cpu-keep``: the same with ``keep_labels=--keep-labels``
   (chunk labels kept on the workers between the passes);
+- ``tilelabel-gpu-reread`` / ``tilelabel-cpu-reread``: the same with ``keep_input=False`` (the
+  writing pass reads and decodes every chunk again instead of relabeling its kept bits);
 - ``dask-image``: ``dask_image.ndmeasure.label`` with the same structure, stored with ``to_zarr``.
 
     python benchmarks/pipeline.py --sizes 1024 2048 --densities 0.05 0.2 --out DIR
@@ -47,7 +49,11 @@ from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 
 import tilelabel  # noqa: E402
 from tilelabel.config import byte_count  # noqa: E402
-from tilelabel.pipeline.cluster import cluster_threads, cuda_cluster  # noqa: E402
+from tilelabel.pipeline.cluster import (  # noqa: E402
+    MAX_WORKERS_PER_GPU,
+    cluster_threads,
+    cuda_cluster,
+)
 from tilelabel.pipeline.plan import plan_for_run  # noqa: E402
 from tilelabel.pipeline.zarr_io import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
 from tilelabel.synth import write_random_zarr  # noqa: E402
@@ -99,6 +105,8 @@ def gpu_cluster(gpus: int, threads: int | None, per_gpu: int | None):
     """tilelabel's GPU cluster on ``gpus`` GPUs: ``per_gpu`` workers per GPU (None: tilelabel's
     default) sharing ``threads`` host threads per GPU (None: tilelabel's default), so that
     adding GPUs adds the host threads that come with them (as on a cluster of GPU nodes)."""
+    if threads is not None and per_gpu is None:  # tilelabel's default, on ``threads`` cores
+        per_gpu = min(MAX_WORKERS_PER_GPU, threads)
     per_thread = None if threads is None else max(1, threads // (per_gpu or 1))
     return cuda_cluster(
         gpus, per_gpu, threads_per_worker=per_thread, dashboard_address=None, memory_limit=0
@@ -199,10 +207,14 @@ def in_subprocess(method: str, src: str, dst: str, args) -> dict:
     raise RuntimeError(f"child failed: {done.stderr[-300:]}")
 
 
+def is_gpu(method: str) -> bool:
+    return method.removesuffix("-keep").removesuffix("-reread").endswith("-gpu")
+
+
 def run_method(
     method: str, src: str, dst: str, args, gpus: int = 1, per_gpu: int | None = None
 ) -> dict:
-    gpu = method.removesuffix("-keep").endswith("-gpu")
+    gpu = is_gpu(method)
     cluster = (
         gpu_cluster(gpus, args.threads_per_gpu, per_gpu) if gpu else cpu_cluster(args.cpu_workers)
     )
@@ -228,6 +240,7 @@ def run_method(
                 overwrite=True,
                 return_result=True,
                 keep_labels=args.keep_labels if method.endswith("-keep") else 0,
+                keep_input=not method.endswith("-reread"),
             )
             n, phases = res.components, res.phases
         seconds = time.perf_counter() - t0
@@ -314,6 +327,14 @@ def main() -> None:
     )
     p.add_argument("--cpu-workers", type=int, default=os.cpu_count())
     p.add_argument(
+        "--codec-threads",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="TILELABEL_CODEC_THREADS values to run every method with (threads of each worker "
+        "process's codec pool; 0: unset, one per core)",
+    )
+    p.add_argument(
         "--keep-labels",
         type=byte_count,
         default=8 << 30,
@@ -355,14 +376,19 @@ def main() -> None:
             )
             gpu_runs = [(g, w) for g in args.gpus for w in args.workers_per_gpu]
             runs = [
-                (m, g, w)
+                (m, g, w, ct)
+                for ct in args.codec_threads
                 for m in args.methods
-                for g, w in (gpu_runs if m.removesuffix("-keep").endswith("-gpu") else [(0, 0)])
+                for g, w in (gpu_runs if is_gpu(m) else [(0, 0)])
             ]
-            for method, gpus, per_gpu in runs:
+            for method, gpus, per_gpu, codec in runs:
+                # the run's worker processes (and a dask-image child) inherit it
+                os.environ.pop("TILELABEL_CODEC_THREADS", None)
+                if codec:
+                    os.environ["TILELABEL_CODEC_THREADS"] = str(codec)
                 if method == "dask-image" and size > args.dask_image_max:
                     continue
-                if method == "tilelabel-cpu" and size > args.cpu_max:
+                if method.startswith("tilelabel-cpu") and size > args.cpu_max:
                     continue
                 dst = str(work / f"out-{method}.zarr")
                 try:
@@ -380,6 +406,7 @@ def main() -> None:
                     density=density,
                     voxels=size**3,
                     gpus=gpus,
+                    codec_threads=codec or None,
                 )
                 if gpus and "workers" in r:
                     r["workers_per_gpu"] = r["workers"] // gpus
@@ -398,6 +425,7 @@ def main() -> None:
         "gpus": args.gpus,
         "workers_per_gpu": args.workers_per_gpu,
         "threads_per_gpu": args.threads_per_gpu,
+        "codec_threads": args.codec_threads,
         "storage_chunk": args.storage_chunk,
         "codec": "zarr default (zstd)",
     }
@@ -438,6 +466,7 @@ def main() -> None:
             for x in rows
             if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
         ]
+        same = [x for x in same if x.get("codec_threads") == r.get("codec_threads")]
         ref = {
             (x["method"], x.get("gpus", 0), x.get("workers_per_gpu", 1 if x.get("gpus") else 0)): x[
                 "seconds"
@@ -457,6 +486,8 @@ def main() -> None:
             if gpus
             else ""
         )
+        if r.get("codec_threads"):
+            name += f" [{r['codec_threads']} codec threads]"
         lines.append(
             f"| {r['size']}³ | {r['density']} | {name} | {r['workers']} | "
             f"{r['seconds']:.2f} | {r['gvox_s']:.3f} | {vs_copy} | {vs_best} | {vs_di} | "
