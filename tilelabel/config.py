@@ -105,7 +105,7 @@ CLUSTER_KINDS: dict[str, dict[str, Any]] = {
     # a LocalCluster of single-threaded worker processes
     "local": {"workers": _positive_int},
     # a dask_cuda.LocalCUDACluster on ``workers`` GPUs of CUDA_VISIBLE_DEVICES (default: all),
-    # ``workers_per_gpu`` worker processes on each (default 1)
+    # ``workers_per_gpu`` worker processes on each (default: see cluster.cuda_cluster)
     "local-cuda": {"workers": _positive_int, "workers_per_gpu": _positive_int},
     # a running scheduler: ``address`` tcp://host:port, or the path of a scheduler file (.json)
     "scheduler": {"address": _text},
@@ -118,6 +118,7 @@ CLUSTER_KINDS: dict[str, dict[str, Any]] = {
         "memory": _text,
         "processes": _positive_int,
         "gpus": _index,
+        "workers_per_gpu": _positive_int,
         "scale": _positive_int,
         "wait_timeout": _number,
         "interface": _text,

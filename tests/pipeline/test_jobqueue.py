@@ -32,11 +32,27 @@ def test_slurm_gpu_job_script():
     assert "-p gpu" in d and "-t 02:00:00" in d and "--gres=gpu:4" in d
     assert "--cpus-per-task=16" in d and "--mem=128G" in d
     line = worker_line(script)
-    # dask-cuda's worker through dask's command line: one worker per GPU of the job
-    assert re.search(r" -m dask cuda worker tcp://\S+ ", line), line
-    assert "--nthreads 4" in line and "--memory-limit 32.00GiB" in line
-    assert "--nworkers" not in line  # dask-cuda counts the GPUs itself
-    assert jobqueue.workers_per_job(spec) == 4
+    # tilelabel's launcher: 16 cores over 4 GPUs, so 4 single-threaded workers on each GPU
+    assert re.search(r" -m tilelabel.pipeline.gpu_worker tcp://\S+ ", line), line
+    assert "--nthreads 1" in line and "--memory-limit 8.00GiB" in line
+    assert "--workers-per-gpu 4" in line and "--nworkers" not in line
+    assert jobqueue.workers_per_job(spec) == 16
+
+
+def test_slurm_gpu_workers_per_gpu():
+    base = {"kind": "slurm", "gpus": 2, "cores": 8, "memory": "64GiB"}
+    kwargs = jobqueue.slurm_kwargs({**base, "workers_per_gpu": 2})
+    assert kwargs["processes"] == 4 and kwargs["cores"] == 8
+    assert kwargs["worker_extra_args"][-2:] == ["--workers-per-gpu", "2"]
+    assert "--gres=gpu:2" in kwargs["job_extra_directives"]
+    # more workers than cores: the job asks for a core per worker
+    kwargs = jobqueue.slurm_kwargs({**base, "workers_per_gpu": 8})
+    assert kwargs["processes"] == 16 and kwargs["cores"] == 16
+    # at most 16 per GPU by default, at least one
+    assert jobqueue.slurm_kwargs({**base, "cores": 64, "gpus": 1})["processes"] == 16
+    assert jobqueue.slurm_kwargs({**base, "cores": 1})["processes"] == 2
+    spec = config.validate({"cluster": {**base, "workers_per_gpu": 3}})["cluster"]
+    assert jobqueue.workers_per_job(spec) == 6
 
 
 def test_cpu_job_script_and_options():

@@ -1,11 +1,12 @@
 """Batch clusters through dask-jobqueue: a ``cluster: {kind: slurm, ...}`` run config section.
 
 Each Slurm job runs one dask worker per core (CPU, single-threaded like the local cluster) or,
-with ``gpus: N``, ``dask cuda worker`` (dask-cuda), which starts one worker per GPU that Slurm
-gives the job through ``--gres=gpu:N``. The scheduler runs in the submitting process; ``scale`` jobs
-are submitted and the run starts once their workers have connected (or ``wait_timeout`` seconds
-have passed and at least one has). dask-jobqueue is an optional extra:
-``pip install 'tilelabel[slurm]'``.
+with ``gpus: N``, :mod:`tilelabel.pipeline.gpu_worker`, which starts ``workers_per_gpu``
+workers on each GPU that Slurm gives the job through ``--gres=gpu:N`` (by default one per core
+of the GPU's share of the job, at most 16, as on a local GPU cluster). The scheduler runs in the
+submitting process; ``scale`` jobs are submitted and the run starts once their workers have
+connected (or ``wait_timeout`` seconds have passed and at least one has). dask-jobqueue is an
+optional extra: ``pip install 'tilelabel[slurm]'``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from distributed import Client
 
 log = logging.getLogger("tilelabel")
 
-#: ``dask cuda worker`` through dask's command line (``python -m dask cuda worker``)
-CUDA_WORKER_COMMAND = "dask cuda worker"
+#: the module GPU jobs run (``python -m ...``): several dask workers per GPU
+GPU_WORKER_COMMAND = "tilelabel.pipeline.gpu_worker"
 DEFAULTS = {"cores": 1, "memory": "4GiB", "scale": 1, "wait_timeout": 600.0}
 #: spec keys handled here rather than passed on to SLURMCluster
-_OURS = ("kind", "gpus", "scale", "wait_timeout")
+_OURS = ("kind", "gpus", "workers_per_gpu", "scale", "wait_timeout")
 
 
 def slurm_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
@@ -34,11 +35,21 @@ def slurm_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     gpus = int(spec.get("gpus", 0))
     extra = list(kwargs.get("job_extra_directives", []))
     if gpus:
+        from tilelabel.pipeline.cluster import MAX_WORKERS_PER_GPU
+
         extra.append(f"--gres=gpu:{gpus}")
-        kwargs["worker_command"] = CUDA_WORKER_COMMAND
-        # dask-cuda starts one worker per GPU; jobqueue counts (and names) workers by processes
-        kwargs["processes"] = gpus
-        kwargs["cores"] = max(kwargs["cores"], gpus)
+        per_gpu = spec.get("workers_per_gpu")
+        if per_gpu is None:  # single-threaded workers on the GPU's share of the cores
+            per_gpu = min(MAX_WORKERS_PER_GPU, max(1, kwargs["cores"] // gpus))
+        kwargs["worker_command"] = GPU_WORKER_COMMAND
+        kwargs["worker_extra_args"] = [
+            *kwargs.get("worker_extra_args", []),
+            "--workers-per-gpu",
+            str(per_gpu),
+        ]
+        # jobqueue divides the job's cores and memory by its processes: one per worker
+        kwargs["processes"] = gpus * per_gpu
+        kwargs["cores"] = max(kwargs["cores"], gpus * per_gpu)
     else:
         # single-threaded worker processes, one per core (as LocalCluster does here)
         kwargs.setdefault("processes", kwargs["cores"])
