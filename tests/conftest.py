@@ -28,6 +28,17 @@ def client(cluster):
         yield c
 
 
+def wait_until(predicate, timeout: float, what: str) -> None:
+    """Poll ``predicate`` until it holds, or fail after ``timeout`` seconds naming ``what``."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
 def write_zarr(path, data: np.ndarray, chunks, zarr_format: int = 3, **kwargs) -> str:
     """A real zarr array on disk holding ``data``; returns its path."""
     arr = zarr.create_array(

@@ -6,12 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from distributed import Client, LocalCluster
 
+from tests.conftest import wait_until
 from tilelabel.pipeline.gpu_worker import visible_gpus, worker_commands
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,14 +63,6 @@ def test_visible_gpus_from_the_environment():
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def test_launcher_runs_workers_per_gpu_and_stops_them_on_a_signal():
     """Real dask workers connect to a real scheduler; the GPU ids only go into their
     environment (nothing here touches a GPU)."""
@@ -93,7 +85,7 @@ def test_launcher_runs_workers_per_gpu_and_stops_them_on_a_signal():
             env=env,
         )
         try:
-            _wait(lambda: len(c.scheduler_info()["workers"]) == 4, 120, "4 workers")
+            wait_until(lambda: len(c.scheduler_info()["workers"]) == 4, 120, "4 workers")
             seen = c.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
             names = {w["name"]: seen[a] for a, w in c.scheduler_info()["workers"].items()}
             assert names == {
@@ -105,7 +97,7 @@ def test_launcher_runs_workers_per_gpu_and_stops_them_on_a_signal():
             assert all(w["nthreads"] == 1 for w in c.scheduler_info()["workers"].values())
             launcher.send_signal(signal.SIGTERM)
             assert launcher.wait(timeout=60) == 0
-            _wait(lambda: not c.scheduler_info()["workers"], 30, "the workers to leave")
+            wait_until(lambda: not c.scheduler_info()["workers"], 30, "the workers to leave")
         finally:
             if launcher.poll() is None:
                 launcher.kill()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_until
 from tilelabel import config
 
 pytest.importorskip("dask_jobqueue")
@@ -102,16 +103,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     """munged, slurmctld and slurmd on this machine, with every file in a temporary folder: one
@@ -192,7 +183,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 ).stdout
                 return out.strip() == "idle"
 
-            _wait(idle, 60, "the Slurm node to become idle")
+            wait_until(idle, 60, "the Slurm node to become idle")
         except (subprocess.CalledProcessError, RuntimeError) as e:
             # installed but unable to run here (e.g. a container without the privileges)
             logs = "".join(p.read_text()[-400:] for p in d.glob("*.log"))
@@ -209,7 +200,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             if pid_file.name == "munged.pid":
                 os.kill(pid, 15)
             try:  # slurmd and slurmctld stop on "scontrol shutdown"
-                _wait(lambda p=pid: not os.path.exists(f"/proc/{p}"), 10, str(pid_file))
+                wait_until(lambda p=pid: not os.path.exists(f"/proc/{p}"), 10, str(pid_file))
             except RuntimeError:
                 os.kill(pid, 9)
         if old is None:
@@ -251,7 +242,7 @@ def test_label_through_real_slurm_jobs(slurm, tmp_path, capsys):
     # the job ran under Slurm (its output file is there) and was cancelled at the end
     assert list((tmp_path / "logs").glob("*.out")) or list((tmp_path / "logs").glob("*.err"))
     squeue = subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout
-    _wait(
+    wait_until(
         lambda: not subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout,
         30,
         f"the dask job to leave the queue ({squeue})",

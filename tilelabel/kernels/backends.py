@@ -78,7 +78,7 @@ class CPUBackend:
 
     def label(self, block, connectivity, dtype, algorithm=None):
         kernel = get_kernel("cpu", block.ndim, connectivity, algorithm)
-        return kernel(foreground(np.asarray(block)), np.dtype(dtype))
+        return kernel(self.foreground(block), np.dtype(dtype))
 
     def foreground(self, block):
         return foreground(np.asarray(block))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from distributed import Client, LocalCluster
@@ -98,6 +98,28 @@ def connect(
         yield c
 
 
+def visible_gpus(env: Mapping[str, str]) -> list[str]:
+    """The GPUs a process may use: ``CUDA_VISIBLE_DEVICES`` if set, else every GPU dask-cuda
+    counts."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is not None:
+        return [d.strip() for d in value.split(",") if d.strip()]
+    try:
+        from dask_cuda.utils import get_n_gpus
+    except ImportError as e:
+        raise RuntimeError(
+            "CUDA_VISIBLE_DEVICES is not set and dask-cuda, which would count the GPUs, is not "
+            "installed: pip install 'tilelabel[gpu]'"
+        ) from e
+    return [str(i) for i in range(get_n_gpus())]
+
+
+def check_workers_per_gpu(workers_per_gpu: int | None) -> None:
+    """Refuse a worker count per GPU below one (None: the default)."""
+    if workers_per_gpu is not None and workers_per_gpu < 1:
+        raise ValueError(f"workers_per_gpu must be >= 1, got {workers_per_gpu}")
+
+
 #: most worker processes :func:`cuda_cluster` puts on one GPU by default, and GPU memory each
 #: of them should have (a 512^3 chunk needs about 2 GiB, the CUDA context some 0.5 GiB more)
 MAX_WORKERS_PER_GPU = 16
@@ -129,12 +151,9 @@ def cuda_cluster(
             "backend 'cuda' starts a dask_cuda.LocalCUDACluster, but dask-cuda is not "
             "installed: pip install 'tilelabel[gpu]' (or pass --scheduler ADDRESS)"
         ) from e
-    from dask_cuda.utils import get_n_gpus
-
-    if workers_per_gpu is not None and workers_per_gpu < 1:
-        raise ValueError(f"workers_per_gpu must be >= 1, got {workers_per_gpu}")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or ",".join(map(str, range(get_n_gpus())))
-    visible = [d.strip() for d in visible.split(",") if d.strip()]
+    check_workers_per_gpu(workers_per_gpu)
+    # an empty CUDA_VISIBLE_DEVICES falls back to dask-cuda's count, as it always has here
+    visible = visible_gpus(os.environ) or visible_gpus({})
     if gpus is not None and gpus > len(visible):
         raise ValueError(f"{gpus} GPU workers asked for, but only {len(visible)} GPUs are visible")
     devices = visible[: gpus or len(visible)]

@@ -20,23 +20,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-
-def visible_gpus(env: Mapping[str, str]) -> list[str]:
-    """The GPUs this job may use: ``CUDA_VISIBLE_DEVICES`` if set, else every GPU dask-cuda
-    counts."""
-    value = env.get("CUDA_VISIBLE_DEVICES")
-    if value is not None:
-        return [d.strip() for d in value.split(",") if d.strip()]
-    try:
-        from dask_cuda.utils import get_n_gpus
-    except ImportError as e:
-        raise RuntimeError(
-            "CUDA_VISIBLE_DEVICES is not set and dask-cuda, which would count the GPUs, is not "
-            "installed: pip install 'tilelabel[gpu]'"
-        ) from e
-    return [str(i) for i in range(get_n_gpus())]
+from tilelabel.pipeline.cluster import visible_gpus
 
 
 def worker_commands(

@@ -30,7 +30,7 @@ from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import resolve_backend
 from tilelabel.pipeline import keep, ome, zarr_io
 from tilelabel.pipeline import stats as stats_mod
-from tilelabel.pipeline.cluster import cluster_threads, connect
+from tilelabel.pipeline.cluster import check_workers_per_gpu, cluster_threads, connect
 from tilelabel.pipeline.graph import Source, build_merge_graph, materialize, relabel
 from tilelabel.pipeline.local import local_dtype
 from tilelabel.pipeline.plan import plan_for_run, plan_for_storage, shrink_to_fit
@@ -247,8 +247,7 @@ def label_zarr(
 
         get_backend("cuda")  # a clear error before a cluster starts
     label_dtype(0, dtype)  # validates the dtype name early
-    if workers_per_gpu is not None and workers_per_gpu < 1:
-        raise ValueError(f"workers_per_gpu must be >= 1, got {workers_per_gpu}")
+    check_workers_per_gpu(workers_per_gpu)
     budget = int(keep_labels)
     if budget < 0:
         raise ValueError(f"keep_labels must be a number of bytes >= 0, got {keep_labels}")
