@@ -49,6 +49,20 @@ class Backend(Protocol):
         drops it, so a GPU backend may return page-locked memory (a faster copy back)."""
         ...
 
+    def can_encode(self, codec: str) -> bool:
+        """Whether :meth:`encode_tiles` can compress with ``codec`` here (``"zstd"``)."""
+        ...
+
+    def encode_tiles(
+        self, labels: Any, lut: np.ndarray, tile: tuple[int, ...], codec: str
+    ) -> dict[tuple[int, ...], memoryview]:
+        """``lut[labels]`` cut into tiles of shape ``tile`` (see
+        :func:`tilelabel.kernels.tiles.tile_slabs`), each nonzero one compressed with ``codec``
+        into host bytes, keyed by its tile index within the block. Only where
+        :meth:`can_encode` says so: a device that compresses faster than the host's codec pool
+        takes that work off the host and copies back compressed bytes instead of labels."""
+        ...
+
     def label_stats(
         self, labels: Any, n: int, offset: tuple[int, ...], intensity: np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
@@ -103,6 +117,12 @@ class CPUBackend:
 
         return apply_lut(labels, lut)
 
+    def can_encode(self, codec):
+        return False  # zarr's own codec pool is the host's encoder
+
+    def encode_tiles(self, labels, lut, tile, codec):
+        raise ValueError("the cpu backend leaves encoding to zarr (can_encode is False)")
+
     def label_stats(self, labels, n, offset, intensity=None):
         from tilelabel.kernels.cpu_stats import label_stats
 
@@ -115,20 +135,25 @@ class CPUBackend:
 
 
 def chunk_memory(
-    backend: str, block_shape: tuple[int, ...], label_dtype, connectivity: int
+    backend: str,
+    block_shape: tuple[int, ...],
+    label_dtype,
+    connectivity: int,
+    encode: bool = False,
 ) -> tuple[int, int, int, str]:
     """(bytes one chunk of ``block_shape`` needs on the backend's device, bytes free on the
     device now, bytes free in this process's own pool, the device's identity).
 
     Run on a worker (``client.run``) to check a plan against the GPU that worker uses (several
     workers may share one: same identity); the CPU backend reports no limit here (host memory
-    is the dask worker's memory limit's business).
+    is the dask worker's memory limit's business). ``encode``: the writing pass may compress
+    the output on the device (:meth:`Backend.encode_tiles`).
     """
     if backend != "cuda":
         return 0, 1 << 62, 0, "host"
     from tilelabel.kernels.gpu import device_memory
 
-    return device_memory(tuple(block_shape), np.dtype(label_dtype), connectivity)
+    return device_memory(tuple(block_shape), np.dtype(label_dtype), connectivity, encode)
 
 
 def cuda_available() -> bool:

@@ -539,6 +539,22 @@ class CUDABackend:
         out_d.get(out=out)
         return out
 
+    def can_encode(self, codec):
+        from tilelabel.kernels import gpu_codec
+
+        return codec == "zstd" and gpu_codec.available()
+
+    @_on_thread_stream
+    def encode_tiles(self, labels, lut, tile, codec):
+        import cupy as cp
+
+        from tilelabel.kernels import gpu_codec
+
+        if not self.can_encode(codec):
+            raise ValueError(f"the cuda backend cannot encode {codec!r} here")
+        out_d = cp.take(cp.asarray(np.ascontiguousarray(lut)), cp.asarray(labels))
+        return gpu_codec.zstd_tiles(out_d, tuple(tile))
+
     @_on_thread_stream
     def label_stats(self, labels, n, offset, intensity=None):
         from tilelabel.kernels.gpu_stats import label_stats_device
@@ -551,7 +567,7 @@ class CUDABackend:
 
 
 def device_memory(
-    block_shape: tuple[int, ...], dtype, connectivity: int
+    block_shape: tuple[int, ...], dtype, connectivity: int, encode: bool = False
 ) -> tuple[int, int, int, str]:
     """(bytes labeling and relabeling one chunk of ``block_shape`` can take on this GPU, bytes
     free on the device now, bytes free in this process's CuPy pool, the device's PCI bus id).
@@ -561,6 +577,8 @@ def device_memory(
 
     Peak: the input (and its 0/1 copy), the labels, the relabeled output, the scan words, and
     per possible label its first-voxel index and LUT entry; a quarter more for pool slack.
+    ``encode``: plus twice the output's size, for the encoder's copy of the tiles and its
+    frames (:func:`tilelabel.kernels.gpu_codec.zstd_tiles`); nvCOMP's own scratch is not counted.
     """
     import cupy as cp
 
@@ -569,7 +587,8 @@ def device_memory(
     voxels = int(np.prod(block_shape, dtype=np.int64))
     item = np.dtype(dtype).itemsize
     labels = max_components(tuple(block_shape), int(connectivity))
-    need = voxels * (2 + 2 * item) + voxels // 32 * (4 + item) + labels * (8 + item)
+    need = voxels * (2 + (4 if encode else 2) * item) + voxels // 32 * (4 + item)
+    need += labels * (8 + item)
     dev = cp.cuda.Device()
     free, _ = dev.mem_info
     return (

@@ -1,0 +1,101 @@
+"""zstd compression of storage tiles on the GPU, through nvCOMP (``nvidia-nvcomp-cu12/13``).
+
+Writing labels costs more than computing them: on a 16-core node, zstd on the CPU compresses
+512^3 uint32 labels at 4-7 GB/s with every core busy, one H100 at 8-16 GB/s with the cores idle.
+nvCOMP's RAW zstd output is a standard zstd frame, so any zstd decoder (numcodecs, zarr) reads
+the chunks; it compresses a little less tightly than zstd's default level.
+
+Knows nothing of zarr: it compresses tiles and hands back host bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import numpy as np
+
+from tilelabel.kernels.tiles import tile_slabs
+
+_local = threading.local()
+
+
+@functools.cache
+def available() -> bool:
+    """True when nvCOMP's Python module imports (and with it its library)."""
+    try:
+        from nvidia import nvcomp  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def _codec(stream):
+    """One nvCOMP zstd codec per thread and stream: the codec runs on the stream it was made
+    with, which is the calling thread's own (see :func:`tilelabel.kernels.gpu.thread_stream`).
+
+    The cache holds the stream with its codec, codec last: when a thread ends and its locals go,
+    the codec is destroyed before the stream it uses (the other order crashes the process).
+    """
+    from nvidia import nvcomp
+
+    codecs = getattr(_local, "codecs", None)
+    if codecs is None:
+        codecs = _local.codecs = {}
+    entry = codecs.get(stream.ptr)
+    if entry is None:
+        import cupy as cp
+
+        codec = nvcomp.Codec(
+            algorithm="Zstd",
+            bitstream_kind=nvcomp.BitstreamKind.RAW,
+            device_id=cp.cuda.Device().id,
+            cuda_stream=stream.ptr,
+        )
+        entry = codecs[stream.ptr] = (stream, codec)
+    return entry[1]
+
+
+def _items(batch) -> list:
+    try:
+        return list(batch)
+    except TypeError:  # a batch that only indexes
+        return [batch[i] for i in range(len(batch))]
+
+
+def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memoryview]:
+    """Each nonzero tile of the device array ``block`` as a zstd frame in host memory, keyed by
+    its tile index within the block (see :func:`tilelabel.kernels.tiles.tile_slabs`; all-zero
+    tiles are left out). Runs on the current CuPy stream.
+
+    All of a block's tiles go to nvCOMP in one batch: on an H100, a 256x512x512 block's 32
+    tiles compress at about 7.8 GB/s in one batch, at 4.3 GB/s in batches of 16 (one slab).
+    """
+    import cupy as cp
+    import cupyx
+    from nvidia import nvcomp
+
+    stream = cp.cuda.get_current_stream()
+    indices, tiles = [], []
+    for slab_indices, slab, nonzero in tile_slabs(block, tile, cp):
+        keep = np.flatnonzero(cp.asnumpy(nonzero))
+        indices += [slab_indices[k] for k in keep]
+        flat = slab.reshape(slab.shape[0], -1).view(np.uint8)
+        tiles += [flat[k] for k in keep]
+    if not tiles:
+        return {}
+    encoded = _codec(stream).encode(nvcomp.as_arrays(tiles, stream.ptr))
+    stream.synchronize()
+    parts = [cp.asarray(e).view(np.uint8).ravel() for e in _items(encoded)]
+    joined = cp.concatenate(parts) if len(parts) > 1 else parts[0]
+    host = cupyx.empty_pinned(joined.shape, np.uint8)
+    joined.get(stream=stream, out=host)
+    stream.synchronize()
+    view = memoryview(host)
+    out: dict[tuple[int, ...], memoryview] = {}
+    start = 0
+    for idx, part in zip(indices, parts, strict=True):
+        out[idx] = view[start : start + part.size]
+        start += part.size
+    return out
