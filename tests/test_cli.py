@@ -91,6 +91,7 @@ def test_label_options(tmp_path, sched):
             "--keep-labels",
             "64MB",
             "--no-keep-input",
+            "--gpu-encode",
             "--scheduler",
             sched,
             "-q",

@@ -12,7 +12,7 @@ def test_valid_config(tmp_path):
     p.write_text(
         "input: a.zarr\noutput: b.zarr\nconnectivity: 6\nchunks: 64,64,64\n"
         "backend: cpu\ndtype: uint64\noverwrite: true\nworkers: 3\nkeep-labels: 2GiB\n"
-        "keep-input: false\n"
+        "keep-input: false\ngpu-encode: false\n"
     )
     assert config.load(p) == {
         "input": "a.zarr",
@@ -25,6 +25,7 @@ def test_valid_config(tmp_path):
         "workers": 3,
         "keep_labels": 2 * 2**30,
         "keep_input": False,
+        "gpu_encode": False,
     }
 
 

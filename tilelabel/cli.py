@@ -140,6 +140,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="read and decode every chunk again in the writing pass, instead of keeping its "
         "foreground (one bit per voxel, at most one chunk's labels of memory per worker)",
     )
+    enc = lab.add_mutually_exclusive_group()
+    enc.add_argument(
+        "--gpu-encode",
+        dest="gpu_encode",
+        action="store_const",
+        const=True,
+        help="with cuda, compress the output chunks on the GPU (nvCOMP zstd, where installed "
+        "and the output's codec is plain zstd) instead of zarr on the host (default: where at "
+        "most 4 worker threads share a GPU)",
+    )
+    enc.add_argument(
+        "--no-gpu-encode",
+        dest="gpu_encode",
+        action="store_const",
+        const=False,
+        help="let zarr compress the output on the host whatever the cluster",
+    )
     lab.add_argument("--config", help="YAML run config; flags given here override it")
     ome = lab.add_argument_group("OME-Zarr image input")
     ome.add_argument("--channel", type=int, help="channel to label (index along the c axis)")
@@ -215,6 +232,7 @@ def _label(args: argparse.Namespace) -> int:
         "max_size",
         "keep_labels",
         "keep_input",
+        "gpu_encode",
     ):
         value = getattr(args, key)
         if value is not None:

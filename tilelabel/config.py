@@ -185,6 +185,7 @@ SCHEMA = {
     "max_size": _size,
     "keep_labels": byte_count,
     "keep_input": _typed(bool, "true or false"),
+    "gpu_encode": _typed(bool, "true or false"),
     "cluster": _cluster,
     "storage_options": _mapping,
     "channel": _index,

@@ -176,3 +176,13 @@ def test_gpu_memory_check_counts_every_thread_sharing_a_gpu():
     # a lone thread gets the plain message
     alone = gpu_memory_problem({"a": (4 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage)
     assert "a worker's GPU has 3.0 GiB free" in alone and "fewer workers" not in alone
+
+
+def test_threads_sharing_a_gpu_decide_who_encodes():
+    from tilelabel.pipeline.runner import GPU_ENCODE_MAX_THREADS, gpu_threads
+
+    report = {w: (1, 1, 0, dev) for w, dev in zip("abcde", ["g0", "g0", "g1", "g1", "g1"])}
+    threads = {"a": 2, "b": 2, "c": 1, "d": 1, "e": 3}
+    assert gpu_threads(report, threads) == 5  # g1: 1 + 1 + 3
+    assert gpu_threads({}, {}) == 0
+    assert gpu_threads(report, dict.fromkeys("abcde", 1)) <= GPU_ENCODE_MAX_THREADS

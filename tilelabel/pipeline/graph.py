@@ -292,6 +292,23 @@ def build_merge_graph(
     )
 
 
+def _labels_again(block, spec, backend, connectivity, algorithm, kept):
+    """(backend, local labels) of a chunk in the writing pass: kept labels, or the kept bits or
+    ``block`` labeled again, checked against the first pass's count."""
+    be = get_backend(backend)
+    if kept is not None and kept.labels is not None:
+        labels, n = kept.labels, kept.n
+    else:
+        if kept is not None:
+            block = be.unpack(kept.packed, kept.shape)
+        labels, n, _ = label_block(block, backend, connectivity, algorithm)
+    if n != spec.n:
+        raise RuntimeError(
+            f"relabel pass found {n} local labels where the first pass found {spec.n}"
+        )
+    return be, labels
+
+
 def relabel(
     block: np.ndarray | None,
     spec: numbering.LutSpec,
@@ -311,15 +328,22 @@ def relabel(
     O(chunk) for any volume size; the kernels' canonical numbering makes the second pass
     identical to the first.
     """
-    be = get_backend(backend)
-    if kept is not None and kept.labels is not None:
-        labels, n = kept.labels, kept.n
-    else:
-        if kept is not None:
-            block = be.unpack(kept.packed, kept.shape)
-        labels, n, _ = label_block(block, backend, connectivity, algorithm)
-    if n != spec.n:
-        raise RuntimeError(
-            f"relabel pass found {n} local labels where the first pass found {spec.n}"
-        )
+    be, labels = _labels_again(block, spec, backend, connectivity, algorithm, kept)
     return be.apply_lut(labels, numbering.build_lut(spec, dtype), staging=staging)
+
+
+def relabel_encoded(
+    block: np.ndarray | None,
+    spec: numbering.LutSpec,
+    backend: str,
+    connectivity: int,
+    algorithm: str | None,
+    dtype: np.dtype,
+    tile: tuple[int, ...],
+    codec: str,
+    kept: keep_mod.Kept | None = None,
+) -> dict[tuple[int, ...], memoryview]:
+    """:func:`relabel`, handed back as the backend's compressed storage tiles
+    (:meth:`Backend.encode_tiles`) instead of a host array."""
+    be, labels = _labels_again(block, spec, backend, connectivity, algorithm, kept)
+    return be.encode_tiles(labels, numbering.build_lut(spec, dtype), tile, codec)

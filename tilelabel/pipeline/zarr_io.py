@@ -110,6 +110,50 @@ def remove(url: str, storage_options: dict | None = None) -> None:
         fs.rm(path, recursive=True)
 
 
+@dataclass(frozen=True)
+class RawChunks:
+    """How a backend may write an array's chunks itself: each storage chunk (``tile``) is one
+    ``codec`` frame of its C-ordered little-endian bytes, edge chunks padded with zeros, and an
+    all-zero chunk is not stored (zarr reads it as the fill value, 0)."""
+
+    codec: str
+    tile: tuple[int, ...]
+
+
+#: zstd levels a device encoder may stand in for: nvCOMP compresses about as tightly as zstd's
+#: fast levels, so an array asking for more (an archive's level 19) is left to zarr's encoder
+RAW_ZSTD_MAX_LEVEL = 3
+
+
+def raw_chunks(arr: zarr.Array) -> RawChunks | None:
+    """The :class:`RawChunks` layout of ``arr``, or None when its chunks are anything else
+    (sharded, filtered, big-endian, another codec, a zstd level above
+    :data:`RAW_ZSTD_MAX_LEVEL` or with checksums, a nonzero fill value, Fortran order)."""
+    import sys
+
+    if sys.byteorder != "little" or arr.shards or arr.filters:
+        return None
+    if np.dtype(arr.dtype).byteorder == ">" or arr.metadata.fill_value != 0:
+        return None
+    if arr.metadata.zarr_format == 3:
+        serializer = arr.serializer
+        if type(serializer).__name__ != "BytesCodec" or str(
+            getattr(serializer.endian, "value", serializer.endian)
+        ) not in ("little", "None"):
+            return None
+    elif getattr(arr, "order", "C") != "C":
+        return None
+    if len(arr.compressors) != 1:
+        return None
+    (comp,) = arr.compressors
+    # zarr v3's ZstdCodec and numcodecs' Zstd (zarr v2) both carry level and checksum
+    if type(comp).__name__ not in ("ZstdCodec", "Zstd"):
+        return None
+    if getattr(comp, "checksum", False) or int(comp.level) > RAW_ZSTD_MAX_LEVEL:
+        return None
+    return RawChunks("zstd", tuple(int(c) for c in arr.chunks))
+
+
 _thread = threading.local()
 _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
@@ -189,6 +233,16 @@ async def _write(url: str, selection: tuple, data: np.ndarray) -> None:
     await arr.setitem(selection, data)
 
 
+async def _put_chunks(store_path, encode_key, items) -> None:
+    """Store each ``(chunk coordinates, bytes)`` of ``items`` under its chunk key."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    make = default_buffer_prototype().buffer.from_bytes
+    await asyncio.gather(
+        *((store_path / encode_key(coords)).set(make(bytes(data))) for coords, data in items)
+    )
+
+
 @dataclass(frozen=True)
 class ZarrSource:
     """Picklable reader of blocks of a zarr array.
@@ -218,6 +272,8 @@ class ZarrTarget:
     storage_options: dict | None = field(default=None, hash=False, compare=False)
     #: fixed leading indices (the size-1 t/c axes of an OME-Zarr label image)
     index: tuple[int, ...] = ()
+    #: set when a backend may hand over encoded chunks (:meth:`write_chunks`)
+    raw: RawChunks | None = None
 
     def __call__(self, slices: tuple[slice, ...], data: np.ndarray) -> None:
         selection = self.index + tuple(slices)
@@ -225,3 +281,30 @@ class ZarrTarget:
             return _run_here(_write(self.url, selection, data))
         arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
         arr[selection] = data
+
+    def write_chunks(
+        self, slices: tuple[slice, ...], tiles: dict[tuple[int, ...], memoryview]
+    ) -> None:
+        """Store a block's encoded chunks as they are (layout :attr:`raw`): ``tiles`` maps a
+        chunk's index within the block at ``slices`` to its bytes. The block starts on a chunk
+        boundary (the plan aligns blocks to storage chunks); chunks not in ``tiles`` are all
+        zero and stay unwritten, as zarr leaves them."""
+        if self.raw is None or self.index:
+            raise ValueError(f"{self.url}: chunks of this array are written through zarr")
+        tile = self.raw.tile
+        first = []
+        for s, t in zip(slices, tile, strict=True):
+            if s.start % t:
+                raise ValueError(f"block {slices} does not start on a chunk of {tile}")
+            first.append(s.start // t)
+        arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
+        items = [
+            (tuple(f + i for f, i in zip(first, idx, strict=True)), data)
+            for idx, data in tiles.items()
+        ]
+        coro = _put_chunks(arr.store_path, arr.metadata.encode_chunk_key, items)
+        if _own_loop_ok(self.url):
+            return _run_here(coro)
+        from zarr.core.sync import sync
+
+        sync(coro)
