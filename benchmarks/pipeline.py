@@ -18,6 +18,9 @@ high-water mark) belongs to that run alone.
   (chunk labels kept on the workers between the passes);
 - ``tilelabel-gpu-reread`` / ``tilelabel-cpu-reread``: the same with ``keep_input=False`` (the
   writing pass reads and decodes every chunk again instead of relabeling its kept bits);
+- ``tilelabel-gpu-gpuencode`` / ``tilelabel-gpu-hostencode``: ``tilelabel-gpu`` with
+  ``gpu_encode=True`` / ``False`` (nvCOMP compresses the output on the GPU / zarr on the host;
+  ``tilelabel-gpu`` lets tilelabel choose by the threads per GPU);
 - ``dask-image``: ``dask_image.ndmeasure.label`` with the same structure, stored with ``to_zarr``.
 
     python benchmarks/pipeline.py --sizes 1024 2048 --densities 0.05 0.2 --out DIR
@@ -207,8 +210,18 @@ def in_subprocess(method: str, src: str, dst: str, args) -> dict:
     raise RuntimeError(f"child failed: {done.stderr[-300:]}")
 
 
+SUFFIXES = ("-keep", "-reread", "-gpuencode", "-hostencode")
+
+
 def is_gpu(method: str) -> bool:
-    return method.removesuffix("-keep").removesuffix("-reread").endswith("-gpu")
+    for suffix in SUFFIXES:
+        method = method.removesuffix(suffix)
+    return method.endswith("-gpu")
+
+
+def stored_bytes(path: str) -> int:
+    """Bytes of every file under ``path``: what the method left on disk."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
 def run_method(
@@ -241,6 +254,13 @@ def run_method(
                 return_result=True,
                 keep_labels=args.keep_labels if method.endswith("-keep") else 0,
                 keep_input=not method.endswith("-reread"),
+                gpu_encode=(
+                    True
+                    if method.endswith("-gpuencode")
+                    else False
+                    if method.endswith("-hostencode")
+                    else None
+                ),
             )
             n, phases = res.components, res.phases
         seconds = time.perf_counter() - t0
@@ -412,6 +432,7 @@ def main() -> None:
                     r["workers_per_gpu"] = r["workers"] // gpus
                 if "seconds" in r:
                     r["gvox_s"] = size**3 / r["seconds"] / 1e9
+                    r["output_bytes"] = stored_bytes(dst)
                 rows.append(r)
                 print(json.dumps(r), flush=True)
                 shutil.rmtree(dst, ignore_errors=True)
@@ -435,8 +456,9 @@ def main() -> None:
         f"{args.storage_chunk}^3, zarr v3 default codec; input and output on local disk.",
         "",
         "| size | density | method | workers | s | GVox/s | vs copy (same cluster) | "
-        "vs fastest copy | vs dask-image | peak host/worker GiB | peak GPU/worker GiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "vs fastest copy | vs dask-image | peak host/worker GiB | peak GPU/worker GiB | "
+        "output MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "timeout" in r:
@@ -452,13 +474,13 @@ def main() -> None:
             )  # (with several GPU counts, the last one's time)
             lines.append(
                 f"| {r['size']}³ | {r['density']} | {r['method']} | | > {r['timeout']:.0f}"
-                f" (stopped) | | | | {bound} | | |"
+                f" (stopped) | | | | {bound} | | | |"
             )
             continue
         if "seconds" not in r:
             lines.append(
                 f"| {r['size']}³ | {r['density']} | {r['method']} | | failed: "
-                f"{r['error'][:80]} | | | | | | |"
+                f"{r['error'][:80]} | | | | | | | |"
             )
             continue
         same = [
@@ -491,7 +513,8 @@ def main() -> None:
         lines.append(
             f"| {r['size']}³ | {r['density']} | {name} | {r['workers']} | "
             f"{r['seconds']:.2f} | {r['gvox_s']:.3f} | {vs_copy} | {vs_best} | {vs_di} | "
-            f"{r['peak_rss_per_worker'] / 2**30:.2f} | {r['peak_gpu_per_worker'] / 2**30:.2f} |"
+            f"{r['peak_rss_per_worker'] / 2**30:.2f} | {r['peak_gpu_per_worker'] / 2**30:.2f} | "
+            f"{r['output_bytes'] / 2**20:.0f} |"
         )
     table = "\n".join(lines)
     (out_dir / "pipeline.md").write_text(table + "\n")

@@ -5,7 +5,8 @@
 #                         [--cuda 12|13] [--full]
 #
 # Default: tilelabel's own wheel plus requirements/gpu-node.txt (the dask stack and zarr, which
-# CUDA Python images usually lack), for the target's Python and platform. --full: the whole
+# CUDA Python images usually lack) and nvCOMP for the CUDA major version (zstd on the GPU; about
+# 48 MB), for the target's Python and platform. --full: the whole
 # dependency closure of tilelabel[cudaNN] (NumPy, SciPy, numba, CuPy...), for a bare node.
 #
 # On the node:
@@ -43,5 +44,6 @@ if [ "$full" = 1 ]; then
   python3 -m pip download -q "${common[@]}" --find-links "$out" "tilelabel[cuda$cuda]==$version"
 else
   python3 -m pip download -q "${common[@]}" --no-deps -r requirements/gpu-node.txt
+  python3 -m pip download -q "${common[@]}" "nvidia-nvcomp-cu$cuda>=5"
 fi
 echo "wheelhouse.sh: $(ls "$out"/*.whl | wc -l) wheels in $out ($(du -sh "$out" | cut -f1))"
