@@ -181,7 +181,8 @@ def test_gpu_memory_check_counts_every_thread_sharing_a_gpu():
 def test_threads_sharing_a_gpu_decide_who_encodes():
     from tilelabel.pipeline.runner import GPU_ENCODE_MAX_THREADS, gpu_threads
 
-    report = {w: (1, 1, 0, dev) for w, dev in zip("abcde", ["g0", "g0", "g1", "g1", "g1"])}
+    devices = ["g0", "g0", "g1", "g1", "g1"]
+    report = {w: (1, 1, 0, dev) for w, dev in zip("abcde", devices, strict=True)}
     threads = {"a": 2, "b": 2, "c": 1, "d": 1, "e": 3}
     assert gpu_threads(report, threads) == 5  # g1: 1 + 1 + 3
     assert gpu_threads({}, {}) == 0

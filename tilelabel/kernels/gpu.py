@@ -460,6 +460,13 @@ def _on_thread_stream(method):
     return run
 
 
+def _lut_take(labels, lut):
+    """``lut[labels]`` on the device (a host ``lut`` is copied over)."""
+    import cupy as cp
+
+    return cp.take(cp.asarray(np.ascontiguousarray(lut)), cp.asarray(labels))
+
+
 class CUDABackend:
     """The ``cuda`` backend: labels stay on the GPU; everything handed back is numpy."""
 
@@ -527,8 +534,7 @@ class CUDABackend:
     def apply_lut(self, labels, lut, staging=False):
         import cupy as cp
 
-        lut_d = cp.asarray(np.ascontiguousarray(lut))
-        out_d = cp.take(lut_d, cp.asarray(labels))
+        out_d = _lut_take(labels, lut)
         if not staging or not overlap():
             return cp.asnumpy(out_d)
         # page-locked memory from CuPy's pinned pool: the copy back runs at full bus speed
@@ -546,14 +552,11 @@ class CUDABackend:
 
     @_on_thread_stream
     def encode_tiles(self, labels, lut, tile, codec):
-        import cupy as cp
-
         from tilelabel.kernels import gpu_codec
 
         if not self.can_encode(codec):
             raise ValueError(f"the cuda backend cannot encode {codec!r} here")
-        out_d = cp.take(cp.asarray(np.ascontiguousarray(lut)), cp.asarray(labels))
-        return gpu_codec.zstd_tiles(out_d, tuple(tile))
+        return gpu_codec.zstd_tiles(_lut_take(labels, lut), tuple(tile))
 
     @_on_thread_stream
     def label_stats(self, labels, n, offset, intensity=None):

@@ -77,12 +77,19 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     from nvidia import nvcomp
 
     stream = cp.cuda.get_current_stream()
-    indices, tiles = [], []
-    for slab_indices, slab, nonzero in tile_slabs(block, tile, cp):
-        keep = np.flatnonzero(cp.asnumpy(nonzero))
-        indices += [slab_indices[k] for k in keep]
+    slabs = list(tile_slabs(block, tile, cp))
+    if not slabs:
+        return {}
+    # one copy back of every slab's flags, not one wait per slab
+    nonzero = cp.asnumpy(cp.concatenate([s[2] for s in slabs]))
+    indices, tiles, seen = [], [], 0
+    for slab_indices, slab, _ in slabs:
         flat = slab.reshape(slab.shape[0], -1).view(np.uint8)
-        tiles += [flat[k] for k in keep]
+        for k, idx in enumerate(slab_indices):
+            if nonzero[seen + k]:
+                indices.append(idx)
+                tiles.append(flat[k])
+        seen += len(slab_indices)
     if not tiles:
         return {}
     encoded = _codec(stream).encode(nvcomp.as_arrays(tiles, stream.ptr))

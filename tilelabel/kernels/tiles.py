@@ -40,20 +40,21 @@ def tile_slabs(block: Any, tile: tuple[int, ...], xp: Any) -> Iterator[tuple[lis
     grid = tile_grid(shape, tile)
     t0, rest = tile[0], tile[1:]
     padded = tuple(g * t for g, t in zip(grid[1:], rest, strict=True))
+    # a slab (t0, G1*t1, G2*t2, ...) viewed as (t0, G1, t1, G2, t2, ...), then transposed to
+    # (G1, G2, ..., t0, t1, t2, ...): tile after tile, each in C order
+    split = [t0]
+    for g, t in zip(grid[1:], rest, strict=True):
+        split += [g, t]
+    n = len(rest)
+    order = [1 + 2 * k for k in range(n)] + [0] + [2 + 2 * k for k in range(n)]
+    indices = list(itertools.product(*map(range, grid[1:])))
     for i in range(grid[0]):
         slab = block[i * t0 : (i + 1) * t0]
         if slab.shape[0] != t0 or tuple(slab.shape[1:]) != padded:
             full = xp.zeros((t0, *padded), dtype=block.dtype)
             full[tuple(slice(0, s) for s in slab.shape)] = slab
             slab = full
-        # (t0, G1, t1, G2, t2, ...) -> (G1, G2, ..., t0, t1, t2, ...)
-        split = [t0]
-        for g, t in zip(grid[1:], rest, strict=True):
-            split += [g, t]
-        n = len(rest)
-        order = [1 + 2 * k for k in range(n)] + [0] + [2 + 2 * k for k in range(n)]
         tiles = xp.ascontiguousarray(slab.reshape(split).transpose(order))
         tiles = tiles.reshape((-1, *tile))
         nonzero = tiles.reshape(tiles.shape[0], -1).any(axis=1)
-        indices = [(i, *rest_idx) for rest_idx in itertools.product(*map(range, grid[1:]))]
-        yield indices, tiles, nonzero
+        yield [(i, *rest_idx) for rest_idx in indices], tiles, nonzero

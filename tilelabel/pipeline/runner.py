@@ -108,12 +108,18 @@ def _write_chunk(
 GPU_ENCODE_MAX_THREADS = 4
 
 
+def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list[tuple]]:
+    """Per GPU (the device identity of ``report``'s rows, see gpu_memory_problem), the
+    ``(need, device free, pool free, threads)`` of each worker that uses it."""
+    per_gpu: dict[str, list[tuple]] = {}
+    for worker, (need, device_free, pool_free, device) in report.items():
+        per_gpu.setdefault(device, []).append((need, device_free, pool_free, threads[worker]))
+    return per_gpu
+
+
 def gpu_threads(report: dict[str, tuple], threads: dict[str, int]) -> int:
     """The most worker threads that share one GPU (``report``: as for gpu_memory_problem)."""
-    per_gpu: dict[str, int] = {}
-    for worker, row in report.items():
-        per_gpu[row[3]] = per_gpu.get(row[3], 0) + threads[worker]
-    return max(per_gpu.values(), default=0)
+    return max((sum(r[3] for r in rows) for rows in _by_gpu(report, threads).values()), default=0)
 
 
 def _check_cuda_on_workers(
@@ -165,10 +171,7 @@ def gpu_memory_problem(
     hold a chunk at once, the workers of one device share its memory, and each worker may also
     hold ``kept`` bytes between the passes (packed input, which scales with the chunk too).
     """
-    per_gpu: dict[str, list] = {}
-    for worker, (need, device_free, pool_free, device) in report.items():
-        per_gpu.setdefault(device, []).append((need, device_free, pool_free, threads[worker]))
-    for rows in per_gpu.values():
+    for rows in _by_gpu(report, threads).values():
         need = max(r[0] for r in rows)
         free = min(r[1] for r in rows) + sum(r[2] for r in rows)
         slots = sum(r[3] for r in rows)
