@@ -49,6 +49,11 @@ class Backend(Protocol):
         drops it, so a GPU backend may return page-locked memory (a faster copy back)."""
         ...
 
+    def device(self) -> str:
+        """Which device this thread's work runs on, the same string in every process that
+        shares it (a GPU's PCI bus id; ``"host"`` for the CPU)."""
+        ...
+
     def can_encode(self, codec: str) -> bool:
         """Whether :meth:`encode_tiles` can compress with ``codec`` here (``"zstd"``)."""
         ...
@@ -116,6 +121,9 @@ class CPUBackend:
         from tilelabel.kernels.cpu_ops import apply_lut
 
         return apply_lut(labels, lut)
+
+    def device(self):
+        return "host"
 
     def can_encode(self, codec):
         return False  # zarr's own codec pool is the host's encoder

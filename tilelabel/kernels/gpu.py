@@ -545,6 +545,11 @@ class CUDABackend:
         out_d.get(out=out)
         return out
 
+    def device(self):
+        import cupy as cp
+
+        return cp.cuda.Device().pci_bus_id
+
     def can_encode(self, codec):
         from tilelabel.kernels import gpu_codec
 
@@ -580,8 +585,9 @@ def device_memory(
 
     Peak: the input (and its 0/1 copy), the labels, the relabeled output, the scan words, and
     per possible label its first-voxel index and LUT entry; a quarter more for pool slack.
-    ``encode``: plus twice the output's size, for the encoder's copy of the tiles and its
-    frames (:func:`tilelabel.kernels.gpu_codec.zstd_tiles`); nvCOMP's own scratch is not counted.
+    ``encode``: plus nine times the output's size for
+    :func:`~tilelabel.kernels.gpu_codec.zstd_tiles`: its copy of the tiles, the frames, and
+    nvCOMP's scratch (measured: 8.9 times the tiles' bytes in all, ``benchmarks/gpu_encode.py``).
     """
     import cupy as cp
 
@@ -590,7 +596,7 @@ def device_memory(
     voxels = int(np.prod(block_shape, dtype=np.int64))
     item = np.dtype(dtype).itemsize
     labels = max_components(tuple(block_shape), int(connectivity))
-    need = voxels * (2 + (4 if encode else 2) * item) + voxels // 32 * (4 + item)
+    need = voxels * (2 + (11 if encode else 2) * item) + voxels // 32 * (4 + item)
     need += labels * (8 + item)
     dev = cp.cuda.Device()
     free, _ = dev.mem_info

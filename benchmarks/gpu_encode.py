@@ -1,0 +1,190 @@
+"""zstd for the output chunks: nvCOMP on the GPU against numcodecs on the host, P processes at once.
+
+One block of labels (``--shape``, labeled from a ``tilelabel.synth`` volume at each density) is
+cut into storage tiles (``--tile``) and compressed again and again by P processes started
+together, as P pipeline workers would:
+
+- ``gpu``: ``CUDABackend.encode_tiles`` as the pipeline calls it (nvCOMP takes its scratch
+  from the device's stream-ordered pool and gives it back);
+- ``gpu-pool``: the same with nvCOMP's scratch taken from CuPy's pool instead, where it stays
+  and is measured;
+- ``host``: the tiles as zarr writes them (C-ordered copies, then ``numcodecs.Zstd`` at zarr's
+  default level), all-zero tiles left out as on the GPU.
+
+Reports GB/s of uncompressed labels over all processes, the compression ratio, and for the GPU
+the growth of one process's CuPy pool in its first encode after the pool was emptied, per byte
+of labels: the tiles and frames, and with ``gpu-pool`` nvCOMP's scratch too.
+
+    python benchmarks/gpu_encode.py --shape 256,512,512 --procs 1 4 16 --out DIR
+
+Writes ``gpu_encode.json`` and ``gpu_encode.md`` to DIR (default: $OUT or benchmarks/out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tilelabel.kernels.tiles import tile_slabs  # noqa: E402
+from tilelabel.synth import random_volume  # noqa: E402
+
+ENCODERS = ("gpu", "gpu-pool", "host")
+
+
+def _labels(shape, density):
+    import cupy as cp
+
+    from tilelabel.kernels.backends import get_backend
+
+    backend = get_backend("cuda")
+    labels, n = backend.label(random_volume(shape, density, seed=1), 26, np.uint32)
+    cp.cuda.get_current_stream().synchronize()
+    return backend, labels, np.arange(n + 1, dtype=np.uint32)
+
+
+def _host_encoder(labels_host, tile):
+    import numcodecs
+
+    codec = numcodecs.Zstd(level=0)
+
+    def encode():
+        frames = {}
+        for indices, slab, nonzero in tile_slabs(labels_host, tile, np):
+            for k, idx in enumerate(indices):
+                if nonzero[k]:
+                    frames[idx] = codec.encode(slab[k])
+        return frames
+
+    return encode
+
+
+def _worker(encoder, shape, density, tile, reps, barrier, results):
+    import cupy as cp
+
+    if encoder == "gpu-pool":
+        from nvidia import nvcomp
+
+        nvcomp.set_device_allocator(lambda nbytes, stream: cp.cuda.alloc(nbytes))
+    backend, labels, lut = _labels(shape, density)
+    growth = 0
+    if encoder == "host":
+        encode = _host_encoder(cp.asnumpy(labels), tile)
+    else:
+
+        def encode():
+            return backend.encode_tiles(labels, lut, tile, "zstd")
+
+        pool = cp.get_default_memory_pool()
+        pool.free_all_blocks()
+        before = pool.total_bytes()
+        encode()
+        growth = pool.total_bytes() - before
+    frames = encode()  # warm: codec, pinned pool, caches
+    barrier.wait()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        encode()
+    seconds = time.perf_counter() - t0
+    results.put(
+        {
+            "seconds": seconds,
+            "in_bytes": int(labels.nbytes) * reps,
+            "out_bytes": sum(len(f) for f in frames.values()),
+            "growth": growth,
+        }
+    )
+
+
+def run(encoder: str, procs: int, shape, density, tile, reps) -> dict:
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(procs), ctx.Queue()
+    ps = [
+        ctx.Process(target=_worker, args=(encoder, shape, density, tile, reps, barrier, results))
+        for _ in range(procs)
+    ]
+    t0 = time.perf_counter()
+    for p in ps:
+        p.start()
+    got = [results.get(timeout=600) for _ in ps]
+    for p in ps:
+        p.join()
+    wall = max(r["seconds"] for r in got)
+    in_bytes = sum(r["in_bytes"] for r in got)
+    nbytes = int(np.prod(shape)) * 4
+    return {
+        "encoder": encoder,
+        "procs": procs,
+        "density": density,
+        "gb_per_s": in_bytes / wall / 1e9,
+        "ratio": nbytes / got[0]["out_bytes"],
+        "pool_growth_per_byte": got[0]["growth"] / nbytes,
+        "seconds": wall,
+        "total_seconds": time.perf_counter() - t0,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    shape = lambda s: tuple(int(v) for v in s.split(","))  # noqa: E731
+    p.add_argument("--shape", type=shape, default=(256, 512, 512))
+    p.add_argument("--tile", type=shape, default=(128, 128, 128))
+    p.add_argument("--densities", type=float, nargs="+", default=[0.05, 0.2])
+    p.add_argument("--procs", type=int, nargs="+", default=[1, 4, 16])
+    p.add_argument("--encoders", nargs="+", default=list(ENCODERS), choices=ENCODERS)
+    p.add_argument("--reps", type=int, default=10, help="encodes per process, timed")
+    p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    args = p.parse_args()
+
+    import cupy as cp
+
+    device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    rows = []
+    for density in args.densities:
+        for procs in args.procs:
+            for encoder in args.encoders:
+                try:
+                    row = run(encoder, procs, args.shape, density, args.tile, args.reps)
+                except Exception as e:  # e.g. out of GPU memory: record it, go on
+                    row = {"encoder": encoder, "procs": procs, "density": density, "error": repr(e)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+
+    lines = [
+        f"gpu_encode: {device}, {os.cpu_count()} cores, {platform.node()}, "
+        f"{datetime.date.today()}; block {args.shape} in tiles {args.tile}, {args.reps} encodes "
+        "per process",
+        "",
+        "| density | processes | encoder | GB/s (all processes) | ratio | pool growth / byte |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['density']} | {r['procs']} | {r['encoder']} | {r['error']} | | |")
+            continue
+        growth = f"{r['pool_growth_per_byte']:.2f}" if r["encoder"] != "host" else ""
+        lines.append(
+            f"| {r['density']} | {r['procs']} | {r['encoder']} | {r['gb_per_s']:.2f} | "
+            f"{r['ratio']:.1f} | {growth} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"device": device, "cores": os.cpu_count(), "date": str(datetime.date.today())}
+    (out / "gpu_encode.json").write_text(json.dumps({**meta, "args": vars(args), "rows": rows}))
+    (out / "gpu_encode.md").write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
