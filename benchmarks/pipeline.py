@@ -18,9 +18,10 @@ high-water mark) belongs to that run alone.
   (chunk labels kept on the workers between the passes);
 - ``tilelabel-gpu-reread`` / ``tilelabel-cpu-reread``: the same with ``keep_input=False`` (the
   writing pass reads and decodes every chunk again instead of relabeling its kept bits);
-- ``tilelabel-gpu-gpuencode`` / ``tilelabel-gpu-hostencode``: ``tilelabel-gpu`` with
-  ``gpu_encode=True`` / ``False`` (nvCOMP compresses the output on the GPU / zarr on the host;
-  ``tilelabel-gpu`` lets tilelabel choose by the threads per GPU);
+- ``tilelabel-gpu-gpuencode`` / ``tilelabel-gpu-hostencode`` / ``tilelabel-gpu-gpuencodeN``:
+  ``tilelabel-gpu`` with ``gpu_encode=True`` / ``False`` / ``N`` (nvCOMP compresses every
+  output chunk on the GPU / zarr all of them on the host / at most N writes per GPU compress
+  on it at once, the rest on the host; ``tilelabel-gpu``: tilelabel's default);
 - ``dask-image``: ``dask_image.ndmeasure.label`` with the same structure, stored with ``to_zarr``.
 
     python benchmarks/pipeline.py --sizes 1024 2048 --densities 0.05 0.2 --out DIR
@@ -35,6 +36,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -210,13 +212,24 @@ def in_subprocess(method: str, src: str, dst: str, args) -> dict:
     raise RuntimeError(f"child failed: {done.stderr[-300:]}")
 
 
-SUFFIXES = ("-keep", "-reread", "-gpuencode", "-hostencode")
+SUFFIXES = ("-keep", "-reread", "-hostencode")
 
 
 def is_gpu(method: str) -> bool:
+    method = re.sub(r"-gpuencode\d*$", "", method)
     for suffix in SUFFIXES:
         method = method.removesuffix(suffix)
     return method.endswith("-gpu")
+
+
+def gpu_encode_option(method: str) -> bool | int | None:
+    """``label_zarr``'s gpu_encode for a method name (see the module docstring)."""
+    if method.endswith("-hostencode"):
+        return False
+    found = re.search(r"-gpuencode(\d*)$", method)
+    if found is None:
+        return None
+    return int(found[1]) if found[1] else True
 
 
 def stored_bytes(path: str) -> int:
@@ -254,13 +267,7 @@ def run_method(
                 return_result=True,
                 keep_labels=args.keep_labels if method.endswith("-keep") else 0,
                 keep_input=not method.endswith("-reread"),
-                gpu_encode=(
-                    True
-                    if method.endswith("-gpuencode")
-                    else False
-                    if method.endswith("-hostencode")
-                    else None
-                ),
+                gpu_encode=gpu_encode_option(method),
             )
             n, phases = res.components, res.phases
         seconds = time.perf_counter() - t0

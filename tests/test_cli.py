@@ -206,6 +206,12 @@ def test_missing_arguments(capsys):
     with pytest.raises(SystemExit):
         run("label", "a.zarr", "b.zarr", "--keep-labels", "lots")
     assert "--keep-labels: expected a number of bytes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run("label", "a.zarr", "b.zarr", "--gpu-encoders", "-1")
+    assert "--gpu-encoders: expected an integer >= 0, got '-1'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run("label", "a.zarr", "b.zarr", "--gpu-encoders", "2", "--no-gpu-encode")
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def _run_on_terminal(argv, timeout=120):

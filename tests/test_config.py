@@ -29,6 +29,13 @@ def test_valid_config(tmp_path):
     }
 
 
+def test_gpu_encode_takes_a_switch_or_a_number_of_turns(tmp_path):
+    p = tmp_path / "c.yaml"
+    for text, value in (("true", True), ("false", False), ("3", 3), ("0", 0)):
+        p.write_text(f"gpu_encode: {text}\n")
+        assert config.load(p) == {"gpu_encode": value}
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -102,6 +109,8 @@ def test_cluster_sections(tmp_path):
         ("cluster: {kind: local-cuda, workers_per_gpu: 0}\n", "expected a positive integer"),
         ("workers_per_gpu: 0\n", "'workers_per_gpu': expected a positive integer"),
         ("channel: -1\n", "'channel': expected an integer >= 0"),
+        ("gpu_encode: -1\n", "'gpu_encode': expected true, false or a number of GPU encoder"),
+        ("gpu_encode: all\n", "'gpu_encode': expected true, false or a number of GPU encoder"),
         ("storage_options: 3\n", "'storage_options': expected a mapping"),
     ],
 )

@@ -49,6 +49,16 @@ def _bytes_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected {e}, got {text!r}") from None
 
 
+def _count_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def _density(text: str) -> float:
     v = float(text)
     if not 0.0 <= v <= 1.0:
@@ -57,6 +67,8 @@ def _density(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tilelabel.pipeline.encoders import DEFAULT_TURNS
+
     p = argparse.ArgumentParser(
         prog="tilelabel",
         description="Label the connected components of huge zarr volumes on dask clusters.",
@@ -146,9 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
         dest="gpu_encode",
         action="store_const",
         const=True,
-        help="with cuda, compress the output chunks on the GPU (nvCOMP zstd, where installed "
-        "and the output's codec is plain zstd) instead of zarr on the host (default: where at "
-        "most 4 worker threads share a GPU)",
+        help="with cuda, compress every output chunk on the GPU (nvCOMP zstd, where installed "
+        "and the output's codec is plain zstd) instead of zarr on the host (default: "
+        f"--gpu-encoders {DEFAULT_TURNS})",
+    )
+    enc.add_argument(
+        "--gpu-encoders",
+        dest="gpu_encode",
+        type=_count_arg,
+        metavar="N",
+        help="let at most N worker threads per GPU compress output chunks on it at once; the "
+        "other writes meanwhile go to zarr on the host",
     )
     enc.add_argument(
         "--no-gpu-encode",

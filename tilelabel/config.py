@@ -78,6 +78,12 @@ def _index(value: Any) -> int:
     return value
 
 
+def _gpu_encode(value: Any) -> bool | int:
+    if isinstance(value, bool) or (isinstance(value, int) and value >= 0):
+        return value
+    raise ValueError("true, false or a number of GPU encoder turns (an integer >= 0)")
+
+
 def _mapping(value: Any) -> dict:
     if not isinstance(value, dict):
         raise ValueError("a mapping of option: value")
@@ -185,7 +191,7 @@ SCHEMA = {
     "max_size": _size,
     "keep_labels": byte_count,
     "keep_input": _typed(bool, "true or false"),
-    "gpu_encode": _typed(bool, "true or false"),
+    "gpu_encode": _gpu_encode,
     "cluster": _cluster,
     "storage_options": _mapping,
     "channel": _index,

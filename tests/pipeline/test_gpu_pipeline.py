@@ -12,7 +12,7 @@ from scipy import ndimage
 import tilelabel
 from tests.conftest import write_zarr
 from tilelabel.connectivity import structure
-from tilelabel.kernels.backends import cuda_available
+from tilelabel.kernels.backends import cuda_available, get_backend
 from tilelabel.synth import random_volume
 
 pytestmark = [
@@ -200,10 +200,12 @@ def test_default_gpu_cluster_puts_a_worker_per_core_on_each_gpu():
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
     """With nvCOMP the GPU compresses the output chunks itself: zarr reads them back as the
-    labels zarr's own encoder would have stored (edge chunks included), and as scipy's."""
+    labels zarr's own encoder would have stored (edge chunks included), and as scipy's. With
+    a number of turns, a write whose GPU has no turn free leaves its chunk to zarr."""
     import numcodecs
 
     from tilelabel.kernels.gpu_codec import available
+    from tilelabel.pipeline import encoders
     from tilelabel.pipeline.zarr_io import raw_chunks
 
     if not available():
@@ -211,22 +213,30 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
     img = random_volume((70, 61, 45), 0.3, 1, seed=21)
     img[:16] = 0  # chunks with no label: not stored
     src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16), zarr_format=zarr_format)
-    out = {}
-    for gpu_encode in (True, False):
-        dst = str(tmp_path / f"out{gpu_encode}.zarr")
+    (gpu_id,) = set(cuda_client.run(lambda: get_backend("cuda").device()).values())
+
+    def run(name, gpu_encode):
+        dst = str(tmp_path / f"{name}.zarr")
         tilelabel.label_zarr(
             src, dst, chunks=(32, 32, 48), backend="cuda", client=cuda_client, gpu_encode=gpu_encode
         )
-        out[gpu_encode] = zarr.open_array(dst)
-    assert raw_chunks(out[True]) is not None
+        return zarr.open_array(dst), _chunk_files(dst)
+
+    out = {"gpu": run("gpu", True), "host": run("host", False), "turn": run("turn", 1)}
+    with encoders.turn(gpu_id, 1) as mine:  # this process holds the GPU's only turn
+        assert mine
+        out["no-turn"] = run("no-turn", 1)
+    assert raw_chunks(out["gpu"][0]) is not None
     ref, _ = ndimage.label(img, np.ones((3, 3, 3)))
-    np.testing.assert_array_equal(out[True][...], ref)
-    np.testing.assert_array_equal(out[False][...], ref)
-    gpu, cpu = (_chunk_files(tmp_path / f"out{k}.zarr") for k in (True, False))
-    assert gpu.keys() == cpu.keys()  # the same chunks stored, under the same keys
+    for arr, _ in out.values():
+        np.testing.assert_array_equal(arr[...], ref)
+    gpu, host = out["gpu"][1], out["host"][1]
+    assert gpu.keys() == host.keys()  # the same chunks stored, under the same keys
     zstd = numcodecs.Zstd()
-    assert all(zstd.decode(gpu[k]) == zstd.decode(cpu[k]) for k in gpu)
-    assert any(gpu[k] != cpu[k] for k in gpu)  # nvCOMP's frames, not zarr's
+    assert all(zstd.decode(gpu[k]) == zstd.decode(host[k]) for k in gpu)
+    assert any(gpu[k] != host[k] for k in gpu)  # nvCOMP's frames, not zarr's
+    assert out["no-turn"][1] == host  # no turn: zarr wrote every chunk
+    assert any(out["turn"][1][k] != host[k] for k in host)  # the turn was taken
 
 
 def _chunk_files(root) -> dict[str, bytes]:

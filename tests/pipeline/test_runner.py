@@ -178,12 +178,21 @@ def test_gpu_memory_check_counts_every_thread_sharing_a_gpu():
     assert "a worker's GPU has 3.0 GiB free" in alone and "fewer workers" not in alone
 
 
-def test_threads_sharing_a_gpu_decide_who_encodes():
-    from tilelabel.pipeline.runner import GPU_ENCODE_MAX_THREADS, gpu_threads
+def test_gpu_memory_check_counts_the_encoder_for_threads_with_turns():
+    from tilelabel.pipeline.runner import gpu_memory_problem
 
-    devices = ["g0", "g0", "g1", "g1", "g1"]
-    report = {w: (1, 1, 0, dev) for w, dev in zip("abcde", devices, strict=True)}
-    threads = {"a": 2, "b": 2, "c": 1, "d": 1, "e": 3}
-    assert gpu_threads(report, threads) == 5  # g1: 1 + 1 + 3
-    assert gpu_threads({}, {}) == 0
-    assert gpu_threads(report, dict.fromkeys("abcde", 1)) <= GPU_ENCODE_MAX_THREADS
+    gib = 1 << 30
+    block, storage = (512, 512, 512), (128, 128, 128)
+    four = {w: (gib, 8 * gib, 0, "g0") for w in "abcd"}
+    threads = dict.fromkeys("abcd", 1)
+    # 4 x 1 GiB to label; 2 GiB more to compress for each thread that may at once
+    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 0) is None
+    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 2) is None
+    msg = gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 3)
+    assert "(and 2.0 GiB more to compress it there)" in msg
+    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, None)  # all four
+    # turns beyond the threads sharing the GPU cost nothing
+    two = {w: four[w] for w in "ab"}
+    assert gpu_memory_problem(two, {"a": 1, "b": 1}, block, storage, 0, 2 * gib, 8) is None
+    one = {"a": (gib, 3 * gib, 0, "g0")}
+    assert gpu_memory_problem(one, {"a": 1}, block, storage, 0, 2 * gib, 8) is None

@@ -28,7 +28,7 @@ from tilelabel import connectivity as conn_mod
 from tilelabel._version import __version__
 from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import get_backend, resolve_backend
-from tilelabel.pipeline import keep, ome, zarr_io
+from tilelabel.pipeline import encoders, keep, ome, zarr_io
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.cluster import check_workers_per_gpu, cluster_threads, connect
 from tilelabel.pipeline.graph import (
@@ -86,26 +86,27 @@ def _wait(client: Client, futures: Iterable[Future], desc: str, progress: bool) 
 
 
 def _write_chunk(
-    source, slices, spec, target, backend, connectivity, algorithm, dtype, slot=None
+    source, slices, spec, target, backend, connectivity, algorithm, dtype, slot=None, turns=0
 ) -> None:
     kept = None if slot is None else keep.take(slot)
     block = None if kept is not None else materialize(source, slices)
     raw = target.raw
-    if raw is not None and get_backend(backend).can_encode(raw.codec):
-        # the device compresses the chunks: the host only stores their bytes
-        tiles = relabel_encoded(
-            block, spec, backend, connectivity, algorithm, dtype, raw.tile, raw.codec, kept
-        )
-        target.write_chunks(slices, tiles)
-        return
+    be = get_backend(backend)
+    if raw is not None and be.can_encode(raw.codec):
+        # the device compresses the chunk if it has a turn free; the host only stores the bytes
+        with encoders.turn(be.device(), turns) as mine:
+            tiles = (
+                relabel_encoded(
+                    block, spec, backend, connectivity, algorithm, dtype, raw.tile, raw.codec, kept
+                )
+                if mine
+                else None
+            )
+        if tiles is not None:
+            target.write_chunks(slices, tiles)
+            return
     labels = relabel(block, spec, backend, connectivity, algorithm, dtype, staging=True, kept=kept)
     target(slices, labels)
-
-
-#: host threads per GPU up to which the GPU compresses the output (``gpu_encode=None``). Measured
-#: on an H100 node, 1024^3: with 4 workers per GPU the GPU's zstd made the run 1.5x faster; with
-#: 16 (16 cores' encoders against one GPU's) it made it slower
-GPU_ENCODE_MAX_THREADS = 4
 
 
 def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list[tuple]]:
@@ -117,11 +118,6 @@ def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list
     return per_gpu
 
 
-def gpu_threads(report: dict[str, tuple], threads: dict[str, int]) -> int:
-    """The most worker threads that share one GPU (``report``: as for gpu_memory_problem)."""
-    return max((sum(r[3] for r in rows) for rows in _by_gpu(report, threads).values()), default=0)
-
-
 def _check_cuda_on_workers(
     client: Client,
     plan,
@@ -129,12 +125,12 @@ def _check_cuda_on_workers(
     label_dtype,
     connectivity,
     kept: int = 0,
-    encode: bool | None = False,
-) -> bool:
+    turns: int | None = 0,
+) -> None:
     """Every worker has a usable GPU with room for the largest chunk, or a clear error.
 
-    Returns whether the GPUs compress the output: ``encode``, or with None, whether at most
-    :data:`GPU_ENCODE_MAX_THREADS` worker threads share a GPU.
+    ``turns``: how many of a GPU's worker threads may compress output at once (None: all;
+    see :mod:`tilelabel.pipeline.encoders`); each of those needs room for the encoder too.
     """
     from tilelabel.kernels.backends import BackendUnavailable, chunk_memory, cuda_available
 
@@ -147,14 +143,13 @@ def _check_cuda_on_workers(
     block = plan.max_block_shape()
     report = client.run(chunk_memory, "cuda", block, label_dtype, connectivity, False)
     threads = {w: info["nthreads"] for w, info in client.scheduler_info()["workers"].items()}
-    if encode is None:
-        encode = gpu_threads(report, threads) <= GPU_ENCODE_MAX_THREADS
-    if encode:
-        report = client.run(chunk_memory, "cuda", block, label_dtype, connectivity, True)
-    problem = gpu_memory_problem(report, threads, block, storage, kept)
+    extra = 0
+    if turns != 0:
+        encoding = client.run(chunk_memory, "cuda", block, label_dtype, connectivity, True)
+        extra = max(encoding[w][0] - report[w][0] for w in report)
+    problem = gpu_memory_problem(report, threads, block, storage, kept, extra, turns)
     if problem:
         raise ValueError(problem)
-    return encode
 
 
 def gpu_memory_problem(
@@ -163,6 +158,8 @@ def gpu_memory_problem(
     block: tuple[int, ...],
     storage: tuple[int, ...],
     kept: int = 0,
+    encode: int = 0,
+    turns: int | None = 0,
 ) -> str | None:
     """Why chunks of ``block`` do not fit the cluster's GPUs (None: they fit).
 
@@ -170,12 +167,15 @@ def gpu_memory_problem(
     free, own pool free, device); ``threads``: per worker, its threads. Every worker thread may
     hold a chunk at once, the workers of one device share its memory, and each worker may also
     hold ``kept`` bytes between the passes (packed input, which scales with the chunk too).
+    ``encode`` more bytes each for as many threads as may compress output at once: ``turns``
+    per GPU (None: every thread).
     """
     for rows in _by_gpu(report, threads).values():
         need = max(r[0] for r in rows)
         free = min(r[1] for r in rows) + sum(r[2] for r in rows)
         slots = sum(r[3] for r in rows)
-        total = need * slots + kept * len(rows)
+        encoding = slots if turns is None else min(slots, turns)
+        total = need * slots + encode * encoding + kept * len(rows)
         if total <= free:
             continue
         fit = shrink_to_fit(block, storage, free / total * 0.9)
@@ -184,10 +184,11 @@ def gpu_memory_problem(
             if slots > 1
             else f"a worker's GPU has {free / 2**30:.1f} GiB free"
         )
+        compress = f" (and {encode / 2**30:.1f} GiB more to compress it there)" if encoding else ""
         return (
             f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory per "
-            f"worker thread, and {shared}; use --chunks {','.join(map(str, fit))} or smaller"
-            + (" (or fewer workers per GPU)" if slots > 1 else "")
+            f"worker thread{compress}, and {shared}; use --chunks {','.join(map(str, fit))} or "
+            "smaller" + (" (or fewer workers per GPU)" if slots > 1 else "")
         )
     return None
 
@@ -220,7 +221,7 @@ def label_zarr(
     max_size: int | None = None,
     keep_labels: int = 0,
     keep_input: bool = True,
-    gpu_encode: bool | None = None,
+    gpu_encode: bool | int | None = None,
 ) -> int | Result | tuple:
     """Label the zarr array ``src`` into a new zarr array ``dst``; return the component count.
 
@@ -280,13 +281,15 @@ def label_zarr(
         as one chunk's uint32 labels (the bits of 32 chunks), so memory stays bounded by the
         chunk size; chunks past that are read again. False reads every chunk again.
     gpu_encode
-        With ``cuda``, let the GPU compress the output chunks (zstd through nvCOMP, where it is
+        With ``cuda``, let the GPU compress output chunks (zstd through nvCOMP, where it is
         installed: the ``gpu`` extra) and store their bytes, instead of handing labels to
         zarr's encoder on the host. Used where the output's chunks are plain zstd (level 3 or
         below, no checksum, not sharded; zarr's default codec): the frames are standard zstd,
-        read by any zarr, a little larger than zstd's own at the same level. None (default):
-        where at most :data:`GPU_ENCODE_MAX_THREADS` worker threads share a GPU. With more,
-        the host's encoders together were measured faster (benchmarks/RESULTS.md).
+        read by any zarr, a little larger than zstd's own at the same level. A count: at most
+        that many of a GPU's worker threads compress at once and the other writes go to the
+        host meanwhile (:mod:`tilelabel.pipeline.encoders`); None (default):
+        :data:`~tilelabel.pipeline.encoders.DEFAULT_TURNS`; True: the GPU compresses every
+        chunk; False: the host does.
     """
     start = time.perf_counter()
     opts = stats_mod.options(bool(stats), min_size, max_size, intensity is not None)
@@ -301,6 +304,10 @@ def label_zarr(
         get_backend("cuda")  # a clear error before a cluster starts
     label_dtype(0, dtype)  # validates the dtype name early
     check_workers_per_gpu(workers_per_gpu)
+    # how many of a GPU's threads may compress output at once (0: none, None: all)
+    turns = encoders.turns(gpu_encode)
+    if backend != "cuda":
+        turns = 0
     budget = int(keep_labels)
     if budget < 0:
         raise ValueError(f"keep_labels must be a number of bytes >= 0, got {keep_labels}")
@@ -339,7 +346,7 @@ def label_zarr(
             ldt = local_dtype(plan.max_block_shape(), conn)
             # what a worker can hold of this volume's packed input, at most its budget
             kept = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
-            gpu_encode = _check_cuda_on_workers(c, plan, storage, ldt, conn, kept, gpu_encode)
+            _check_cuda_on_workers(c, plan, storage, ldt, conn, kept, turns)
         graph = build_merge_graph(
             Source(lambda idx: source),
             plan,
@@ -413,7 +420,7 @@ def label_zarr(
                 )
             # None: zarr encodes (an OME label image's t/c axes, or chunks no device encoder
             # writes); else each worker's backend may, if it can (see _write_chunk)
-            raw = zarr_io.raw_chunks(out) if gpu_encode and not out_lead else None
+            raw = zarr_io.raw_chunks(out) if turns != 0 and not out_lead else None
             target = zarr_io.ZarrTarget(dst_url, storage_options, out_lead, raw)
             # each write goes to the worker that kept its chunk's labels or input, if one did
             # (elsewhere it reads and labels the chunk again)
@@ -430,6 +437,7 @@ def label_zarr(
                     algorithm,
                     out_dtype,
                     graph.slots.get(idx),
+                    turns,
                     key=f"tilelabel-write-{run}-{i}",
                     workers=[holder[idx]] if idx in holder else None,
                     allow_other_workers=idx in holder,
