@@ -299,3 +299,17 @@ def test_2d_over_2_31_voxels(conn, alg):
 )
 def test_3d_over_2_32_voxels(conn, alg, dtype):
     _big((1025, 2048, 2048), conn, alg, dtype, tail=4)
+
+
+def test_chunk_memory_counts_the_encoder_only_where_it_can_run():
+    from tilelabel.kernels import gpu_codec
+    from tilelabel.kernels.backends import chunk_memory
+
+    shape = (64, 96, 128)
+    plain = chunk_memory("cuda", shape, np.uint32, 26, False)
+    encoding = chunk_memory("cuda", shape, np.uint32, 26, True)
+    assert plain[3] == encoding[3] and isinstance(plain[3], str)  # the GPU's bus id
+    # tiles, frames and nvCOMP's scratch: 9 bytes per output byte, with nvCOMP; else nothing
+    extra = encoding[0] - plain[0]
+    assert (extra >= 9 * 4 * int(np.prod(shape))) == gpu_codec.available()
+    assert (extra == 0) == (not gpu_codec.available())

@@ -190,7 +190,8 @@ def test_gpu_memory_check_counts_the_encoder_for_threads_with_turns():
     assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 2) is None
     msg = gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 3)
     assert "(and 2.0 GiB more to compress it there)" in msg
-    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, None)  # all four
+    msg = gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, None)  # all four
+    assert msg.endswith("(or fewer workers per GPU, or fewer GPU encoders: --gpu-encoders)")
     # turns beyond the threads sharing the GPU cost nothing
     two = {w: four[w] for w in "ab"}
     assert gpu_memory_problem(two, {"a": 1, "b": 1}, block, storage, 0, 2 * gib, 8) is None

@@ -155,11 +155,13 @@ def chunk_memory(
     Run on a worker (``client.run``) to check a plan against the GPU that worker uses (several
     workers may share one: same identity); the CPU backend reports no limit here (host memory
     is the dask worker's memory limit's business). ``encode``: the writing pass may compress
-    the output on the device (:meth:`Backend.encode_tiles`).
+    the output on the device (:meth:`Backend.encode_tiles`), counted only where it can.
     """
     if backend != "cuda":
         return 0, 1 << 62, 0, "host"
     from tilelabel.kernels.gpu import device_memory
+
+    encode = encode and get_backend(backend).can_encode("zstd")
 
     return device_memory(tuple(block_shape), np.dtype(label_dtype), connectivity, encode)
 

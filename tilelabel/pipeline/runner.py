@@ -185,10 +185,13 @@ def gpu_memory_problem(
             else f"a worker's GPU has {free / 2**30:.1f} GiB free"
         )
         compress = f" (and {encode / 2**30:.1f} GiB more to compress it there)" if encoding else ""
+        other = ["fewer workers per GPU"] if slots > 1 else []
+        if encoding > 1:
+            other.append("fewer GPU encoders: --gpu-encoders")
         return (
             f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory per "
             f"worker thread{compress}, and {shared}; use --chunks {','.join(map(str, fit))} or "
-            "smaller" + (" (or fewer workers per GPU)" if slots > 1 else "")
+            "smaller" + (f" (or {', or '.join(other)})" if other else "")
         )
     return None
 
