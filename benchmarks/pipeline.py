@@ -212,14 +212,12 @@ def in_subprocess(method: str, src: str, dst: str, args) -> dict:
     raise RuntimeError(f"child failed: {done.stderr[-300:]}")
 
 
-SUFFIXES = ("-keep", "-reread", "-hostencode")
+#: the variants' suffixes after a method's base name (see the module docstring)
+SUFFIXES = re.compile(r"(-keep|-reread|-hostencode|-gpuencode\d*)+$")
 
 
 def is_gpu(method: str) -> bool:
-    method = re.sub(r"-gpuencode\d*$", "", method)
-    for suffix in SUFFIXES:
-        method = method.removesuffix(suffix)
-    return method.endswith("-gpu")
+    return SUFFIXES.sub("", method).endswith("-gpu")
 
 
 def gpu_encode_option(method: str) -> bool | int | None:

@@ -546,9 +546,7 @@ class CUDABackend:
         return out
 
     def device(self):
-        import cupy as cp
-
-        return cp.cuda.Device().pci_bus_id
+        return device_id()
 
     def can_encode(self, codec):
         from tilelabel.kernels import gpu_codec
@@ -572,6 +570,14 @@ class CUDABackend:
     def label_stats_first(self, labels, n, offset, intensity=None):
         # label() already has the first voxels: nothing to fuse
         return self.label_stats(labels, n, offset, intensity), self.first_indices(labels, n)
+
+
+def device_id() -> str:
+    """The current GPU's identity across processes: its PCI bus id (``CUDA_VISIBLE_DEVICES``
+    renumbers devices per process; the bus id stays)."""
+    import cupy as cp
+
+    return cp.cuda.Device().pci_bus_id
 
 
 def device_memory(
@@ -604,5 +610,5 @@ def device_memory(
         int(need * 1.25),
         int(free),
         int(cp.get_default_memory_pool().free_bytes()),
-        dev.pci_bus_id,
+        device_id(),
     )

@@ -93,15 +93,14 @@ def _write_chunk(
     raw = target.raw
     be = get_backend(backend)
     if raw is not None and be.can_encode(raw.codec):
-        # the device compresses the chunk if it has a turn free; the host only stores the bytes
+        # the device compresses the chunk if it has a turn free; the host only stores the
+        # bytes, after the turn is given back
+        tiles = None
         with encoders.turn(be.device(), turns) as mine:
-            tiles = (
-                relabel_encoded(
+            if mine:
+                tiles = relabel_encoded(
                     block, spec, backend, connectivity, algorithm, dtype, raw.tile, raw.codec, kept
                 )
-                if mine
-                else None
-            )
         if tiles is not None:
             target.write_chunks(slices, tiles)
             return
