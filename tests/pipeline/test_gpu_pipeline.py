@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -222,10 +223,16 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
         )
         return zarr.open_array(dst), _chunk_files(dst)
 
+    def tally():  # chunks compressed on each side, all workers together
+        per_worker = cuda_client.run(lambda: encoders.tally).values()
+        return sum((Counter(t) for t in per_worker), Counter())
+
     out = {"gpu": run("gpu", True), "host": run("host", False), "turn": run("turn", 1)}
+    before = tally()
     with encoders.turn(gpu_id, 1) as mine:  # this process holds the GPU's only turn
         assert mine
         out["no-turn"] = run("no-turn", 1)
+    assert tally() - before == Counter(host=3 * 2 * 1)  # every processing chunk on the host
     assert raw_chunks(out["gpu"][0]) is not None
     ref, _ = ndimage.label(img, np.ones((3, 3, 3)))
     for arr, _ in out.values():

@@ -197,3 +197,29 @@ def test_gpu_memory_check_counts_the_encoder_for_threads_with_turns():
     assert gpu_memory_problem(two, {"a": 1, "b": 1}, block, storage, 0, 2 * gib, 8) is None
     one = {"a": (gib, 3 * gib, 0, "g0")}
     assert gpu_memory_problem(one, {"a": 1}, block, storage, 0, 2 * gib, 8) is None
+
+
+def test_chunk_shares_of_the_merge_are_not_root_tasks(tmp_path, client):
+    """The merge's one-task steps (resolve, distribute) hold every chunk's border labels. Each
+    chunk's share is cut out by a task the scheduler must not treat as a root task: those go to
+    whichever worker is idle, each such worker fetching the whole result (what plain getitem
+    tasks on the one result were). Tied to its own chunk too, a share is placed by its inputs'
+    bytes, so it runs where the whole result is once that is large."""
+    from tilelabel.pipeline.graph import Source, build_merge_graph
+    from tilelabel.pipeline.plan import plan_for_storage
+    from tilelabel.pipeline.zarr_io import ZarrSource
+
+    img = random_volume((48, 48, 48), 0.3, 1, seed=4)
+    src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16))
+    plan = plan_for_storage(img.shape, (16, 16, 16), (16, 16, 16))
+    reader = ZarrSource(src)
+    graph = build_merge_graph(Source(lambda idx: reader), plan, 26, "cpu")
+    shares = [k for k in graph.graph if k[0].startswith(("tilelabel-roots-", "tilelabel-bfinals-"))]
+    assert len(shares) == 2 * plan.nchunks > 4 * len(client.scheduler_info()["workers"])
+    futures = client.compute([graph.delayed(k) for k in shares], optimize_graph=False)
+    client.gather(futures)
+
+    def rootish(keys, dask_scheduler=None):
+        return [dask_scheduler.is_rootish(dask_scheduler.tasks[k]) for k in keys]
+
+    assert not any(client.run_on_scheduler(rootish, shares))

@@ -20,11 +20,16 @@ import os
 import re
 import socket
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 #: turns per GPU with ``gpu_encode=None`` (the default)
 DEFAULT_TURNS = 1
+
+#: output chunks this process's writes compressed on each side ("device" with a turn,
+#: "host" without), for benchmarks to report how the work was split
+tally: Counter = Counter()
 
 
 def turns(gpu_encode: bool | int | None) -> int | None:

@@ -63,6 +63,19 @@ def _keys_of(counts):
     return counts.keys
 
 
+def _pick(parts, i, anchor):
+    """``parts[i]``, one chunk's share of a task that served every chunk (resolve, distribute).
+
+    ``anchor`` is a small key of the chunk, otherwise unused. Without it the picks would be a
+    large group of tasks with one dependency, which distributed's scheduler treats as root
+    tasks and sends to whichever worker is idle, each of those fetching the whole shared
+    result (every chunk's border labels); with it they run where that result is and only the
+    chunk's share moves on.
+    """
+    del anchor
+    return parts[i]
+
+
 @dataclass
 class Source:
     """Where chunk blocks come from.
@@ -177,7 +190,7 @@ def build_merge_graph(
             pair_keys.append(k("pairs", idx))
     dsk[k("resolve")] = (merge.resolve, pair_keys, *(k("keys", idx) for idx in idxs))
     for i, idx in enumerate(idxs):
-        dsk[k("roots", idx)] = (operator.getitem, k("resolve"), i)
+        dsk[k("roots", idx)] = (_pick, k("resolve"), i, k("keys", idx))
 
     # extra trailing argument of the numbering steps: the roots a size filter drops
     drop: dict[tuple[int, ...], tuple] = {idx: () for idx in idxs}
@@ -188,7 +201,7 @@ def build_merge_graph(
             *(k("roots", idx) for idx in idxs),
         )
         for i, idx in enumerate(idxs):
-            dsk[k("mstats", idx)] = (operator.getitem, k("mstats"), i)
+            dsk[k("mstats", idx)] = (_pick, k("mstats"), i, k("keys", idx))
             if stats.filtering:
                 dsk[k("dropped", idx)] = (
                     stats_mod.dropped,
@@ -254,12 +267,13 @@ def build_merge_graph(
         *(k("roots", idx) for idx in idxs),
     )
     for i, idx in enumerate(idxs):
+        dsk[k("bfinals", idx)] = (_pick, k("distribute"), i, k("keys", idx))
         dsk[k("spec", idx)] = (
             numbering.lut_spec,
             k("counts", idx),
             k("roots", idx),
             k("offsets", idx),
-            (operator.getitem, k("distribute"), i),
+            k("bfinals", idx),
             *drop[idx],
         )
     table_keys = {}

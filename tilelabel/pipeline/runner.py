@@ -101,6 +101,7 @@ def _write_chunk(
                 tiles = relabel_encoded(
                     block, spec, backend, connectivity, algorithm, dtype, raw.tile, raw.codec, kept
                 )
+        encoders.tally["host" if tiles is None else "device"] += 1
         if tiles is not None:
             target.write_chunks(slices, tiles)
             return
