@@ -45,6 +45,8 @@ def test_frames_decode_on_the_cpu(shape, tile, dtype):
     labels, n = be.label(img, 3 ** len(shape) - 1, np.uint32)
     lut = np.random.default_rng(1).permutation(n + 1).astype(dtype)
     lut[0] = 0
+    be.warm_encoder("blosc")  # not an encoder here: nothing to load
+    be.warm_encoder("zstd")
     frames = be.encode_tiles(labels, lut, tile, "zstd")
     want = {}
     for indices, tiles, nonzero in tile_slabs(lut[cp.asnumpy(labels)], tile, np):

@@ -205,6 +205,7 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
     a number of turns, a write whose GPU has no turn free leaves its chunk to zarr."""
     import numcodecs
 
+    from tilelabel.kernels import gpu_codec
     from tilelabel.kernels.gpu_codec import available
     from tilelabel.pipeline import encoders
     from tilelabel.pipeline.zarr_io import raw_chunks
@@ -228,6 +229,8 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
         return sum((Counter(t) for t in per_worker), Counter())
 
     out = {"gpu": run("gpu", True), "host": run("host", False), "turn": run("turn", 1)}
+    # the encoder was loaded in the background of every worker, ahead of the writes
+    assert all(cuda_client.run(lambda: gpu_codec.WARM.wait(60)).values())
     before = tally()
     with encoders.turn(gpu_id, 1) as mine:  # this process holds the GPU's only turn
         assert mine

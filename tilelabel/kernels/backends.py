@@ -58,6 +58,11 @@ class Backend(Protocol):
         """Whether :meth:`encode_tiles` can compress with ``codec`` here (``"zstd"``)."""
         ...
 
+    def warm_encoder(self, codec: str) -> None:
+        """Load what :meth:`encode_tiles` needs for ``codec`` ahead of its first call (a no-op
+        where it cannot encode ``codec``)."""
+        ...
+
     def encode_tiles(
         self, labels: Any, lut: np.ndarray, tile: tuple[int, ...], codec: str
     ) -> dict[tuple[int, ...], memoryview]:
@@ -127,6 +132,9 @@ class CPUBackend:
 
     def can_encode(self, codec):
         return False  # zarr's own codec pool is the host's encoder
+
+    def warm_encoder(self, codec):
+        pass
 
     def encode_tiles(self, labels, lut, tile, codec):
         raise ValueError("the cpu backend leaves encoding to zarr (can_encode is False)")

@@ -554,6 +554,13 @@ class CUDABackend:
         return codec == "zstd" and gpu_codec.available()
 
     @_on_thread_stream
+    def warm_encoder(self, codec):
+        from tilelabel.kernels import gpu_codec
+
+        if self.can_encode(codec):
+            gpu_codec.warm()
+
+    @_on_thread_stream
     def encode_tiles(self, labels, lut, tile, codec):
         from tilelabel.kernels import gpu_codec
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterable
@@ -109,6 +110,16 @@ def _write_chunk(
     target(slices, labels)
 
 
+def _warm_encoder_soon(codec: str) -> None:
+    """Load the device encoder in a background thread of this worker, while the labeling pass
+    runs: otherwise the first write to take the GPU's turn pays for it while holding the
+    turn, and every other write goes to the host meanwhile (at 1024^3 on an H100, one such
+    first batch held the only turn for seconds)."""
+    threading.Thread(
+        target=get_backend("cuda").warm_encoder, args=(codec,), daemon=True, name="tilelabel-warm"
+    ).start()
+
+
 def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list[tuple]]:
     """Per GPU (the device identity of ``report``'s rows, see gpu_memory_problem), the
     ``(need, device free, pool free, threads)`` of each worker that uses it."""
@@ -150,6 +161,8 @@ def _check_cuda_on_workers(
     problem = gpu_memory_problem(report, threads, block, storage, kept, extra, turns)
     if problem:
         raise ValueError(problem)
+    if turns != 0:
+        client.run(_warm_encoder_soon, "zstd")
 
 
 def gpu_memory_problem(
