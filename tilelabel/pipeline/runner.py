@@ -161,8 +161,6 @@ def _check_cuda_on_workers(
     problem = gpu_memory_problem(report, threads, block, storage, kept, extra, turns)
     if problem:
         raise ValueError(problem)
-    if turns != 0:
-        client.run(_warm_encoder_soon, "zstd")
 
 
 def gpu_memory_problem(
@@ -363,6 +361,8 @@ def label_zarr(
             # what a worker can hold of this volume's packed input, at most its budget
             kept = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
             _check_cuda_on_workers(c, plan, storage, ldt, conn, kept, turns)
+            if turns != 0:
+                c.run(_warm_encoder_soon, "zstd")
         graph = build_merge_graph(
             Source(lambda idx: source),
             plan,
