@@ -15,7 +15,17 @@ Reports GB/s of uncompressed labels over all processes, the compression ratio, a
 the growth of one process's CuPy pool in its first encode after the pool was emptied, per byte
 of labels: the tiles and frames, and with ``gpu-pool`` nvCOMP's scratch too.
 
+``--load`` instead times one encoding process while P - 1 others load the node as pipeline
+workers do, to tell which contention slows the GPU's encoder inside the pipeline:
+
+- ``host``: each other process compresses the tiles with numcodecs on a pool of one thread
+  per core, as a worker's codec pool does in the writing pass (the cores oversubscribed);
+- ``host-nice``: the same with the pools' threads at a lower priority (``nice`` +10);
+- ``gpu``: each other process labels the block on the GPU, again and again (the GPU
+  time-sliced between processes).
+
     python benchmarks/gpu_encode.py --shape 256,512,512 --procs 1 4 16 --out DIR
+    python benchmarks/gpu_encode.py --procs 16 --encoders gpu --load none host host-nice gpu
 
 Writes ``gpu_encode.json`` and ``gpu_encode.md`` to DIR (default: $OUT or benchmarks/out).
 """
@@ -30,6 +40,7 @@ import os
 import platform
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +51,7 @@ from tilelabel.kernels.tiles import tile_slabs  # noqa: E402
 from tilelabel.synth import random_volume  # noqa: E402
 
 ENCODERS = ("gpu", "gpu-pool", "host")
+LOADS = ("none", "host", "host-nice", "gpu")
 
 
 def _labels(shape, density):
@@ -134,6 +146,66 @@ def run(encoder: str, procs: int, shape, density, tile, reps) -> dict:
     }
 
 
+def _loader(load, shape, density, tile, barrier, stop):
+    """Keep the node busy as a pipeline worker would, until ``stop`` (see ``--load``)."""
+    import cupy as cp
+
+    backend, labels, _ = _labels(shape, density)
+    if load == "gpu":
+        block = random_volume(shape, density, seed=2)
+        barrier.wait()
+        while not stop.is_set():
+            backend.label(block, 26, np.uint32)
+            cp.cuda.get_current_stream().synchronize()
+        return
+    import numcodecs
+
+    codec = numcodecs.Zstd(level=0)
+    tiles = [
+        slab[k].copy()
+        for _, slab, nonzero in tile_slabs(cp.asnumpy(labels), tile, np)
+        for k in range(len(slab))
+        if nonzero[k]
+    ]
+    from tilelabel.pipeline.zarr_io import codec_threads, lower_priority
+
+    nice = 10 if load == "host-nice" else 0
+    with ThreadPoolExecutor(codec_threads(), initializer=lower_priority, initargs=(nice,)) as pool:
+        barrier.wait()
+        while not stop.is_set():
+            list(pool.map(codec.encode, tiles))
+
+
+def run_loaded(encoder: str, load: str, procs: int, shape, density, tile, reps) -> dict:
+    """``encoder`` timed in one process while ``procs - 1`` others apply ``load``."""
+    ctx = mp.get_context("spawn")
+    others = procs - 1 if load != "none" else 0
+    barrier, results, stop = ctx.Barrier(1 + others), ctx.Queue(), ctx.Event()
+    ps = [
+        ctx.Process(target=_loader, args=(load, shape, density, tile, barrier, stop))
+        for _ in range(others)
+    ]
+    ps.append(
+        ctx.Process(target=_worker, args=(encoder, shape, density, tile, reps, barrier, results))
+    )
+    for p in ps:
+        p.start()
+    got = results.get(timeout=600)
+    stop.set()
+    for p in ps:
+        p.join()
+    return {
+        "encoder": encoder,
+        "load": load,
+        "procs": 1 + others,
+        "density": density,
+        "gb_per_s": got["in_bytes"] / got["seconds"] / 1e9,
+        "ratio": int(np.prod(shape)) * 4 / got["out_bytes"],
+        "pool_growth_per_byte": got["growth"] / (int(np.prod(shape)) * 4),
+        "seconds": got["seconds"],
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     shape = lambda s: tuple(int(v) for v in s.split(","))  # noqa: E731
@@ -143,6 +215,12 @@ def main() -> None:
     p.add_argument("--procs", type=int, nargs="+", default=[1, 4, 16])
     p.add_argument("--encoders", nargs="+", default=list(ENCODERS), choices=ENCODERS)
     p.add_argument("--reps", type=int, default=10, help="encodes per process, timed")
+    p.add_argument(
+        "--load",
+        nargs="+",
+        choices=LOADS,
+        help="time one encoding process under each load by the other P - 1 (see above)",
+    )
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
 
@@ -152,11 +230,24 @@ def main() -> None:
     rows = []
     for density in args.densities:
         for procs in args.procs:
-            for encoder in args.encoders:
+            for encoder, load in (
+                (e, load) for e in args.encoders for load in (args.load or [None])
+            ):
                 try:
-                    row = run(encoder, procs, args.shape, density, args.tile, args.reps)
+                    if load is None:
+                        row = run(encoder, procs, args.shape, density, args.tile, args.reps)
+                    else:
+                        row = run_loaded(
+                            encoder, load, procs, args.shape, density, args.tile, args.reps
+                        )
                 except Exception as e:  # e.g. out of GPU memory: record it, go on
-                    row = {"encoder": encoder, "procs": procs, "density": density, "error": repr(e)}
+                    row = {
+                        "encoder": encoder,
+                        "load": load,
+                        "procs": procs,
+                        "density": density,
+                        "error": repr(e),
+                    }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
 
@@ -165,18 +256,17 @@ def main() -> None:
         f"{datetime.date.today()}; block {args.shape} in tiles {args.tile}, {args.reps} encodes "
         "per process",
         "",
-        "| density | processes | encoder | GB/s (all processes) | ratio | pool growth / byte |",
-        "|---|---|---|---|---|---|",
+        "| density | processes | encoder | load by the others | GB/s (timed processes) | ratio "
+        "| pool growth / byte |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        head = f"| {r['density']} | {r['procs']} | {r['encoder']} | {r.get('load') or ''} |"
         if "error" in r:
-            lines.append(f"| {r['density']} | {r['procs']} | {r['encoder']} | {r['error']} | | |")
+            lines.append(f"{head} {r['error']} | | |")
             continue
         growth = f"{r['pool_growth_per_byte']:.2f}" if r["encoder"] != "host" else ""
-        lines.append(
-            f"| {r['density']} | {r['procs']} | {r['encoder']} | {r['gb_per_s']:.2f} | "
-            f"{r['ratio']:.1f} | {growth} |"
-        )
+        lines.append(f"{head} {r['gb_per_s']:.2f} | {r['ratio']:.1f} | {growth} |")
     table = "\n".join(lines)
     print(table)
     out = Path(args.out)

@@ -89,6 +89,8 @@ def write_random_zarr(
 
     import zarr
 
+    from tilelabel.cores import usable_cores
+
     _check(shape, density, granularity)
     if len(chunks) != len(shape) or any(int(c) < 1 for c in chunks):
         raise ValueError(f"chunks {tuple(chunks)} must give one positive size per axis of {shape}")
@@ -113,6 +115,6 @@ def write_random_zarr(
         sl = tuple(slice(o, o + b) for o, b in zip(offset, bs, strict=True))
         arr[sl] = random_block(shape, offset, bs, density, granularity, seed)
 
-    with ThreadPoolExecutor(threads or os.cpu_count()) as pool:
+    with ThreadPoolExecutor(threads or usable_cores()) as pool:
         for _ in pool.map(one, itertools.product(*grid)):
             pass

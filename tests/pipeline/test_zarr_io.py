@@ -61,15 +61,45 @@ def test_inside_a_running_event_loop(tmp_path):
 
 
 def test_codec_threads_from_the_environment(monkeypatch):
+    from tilelabel.cores import usable_cores
     from tilelabel.pipeline.zarr_io import codec_threads
 
     monkeypatch.delenv("TILELABEL_CODEC_THREADS", raising=False)
-    assert codec_threads() == (os.cpu_count() or 1)
+    assert codec_threads() == usable_cores()
     monkeypatch.setenv("TILELABEL_CODEC_THREADS", "3")
     assert codec_threads() == 3
     monkeypatch.setenv("TILELABEL_CODEC_THREADS", "0")
     with pytest.raises(ValueError, match="TILELABEL_CODEC_THREADS"):
         codec_threads()
+
+
+def test_codec_nice_from_the_environment(monkeypatch):
+    from tilelabel.pipeline.zarr_io import codec_nice
+
+    monkeypatch.delenv("TILELABEL_CODEC_NICE", raising=False)
+    assert codec_nice() == 10
+    monkeypatch.setenv("TILELABEL_CODEC_NICE", "0")
+    assert codec_nice() == 0
+    monkeypatch.setenv("TILELABEL_CODEC_NICE", "-1")
+    with pytest.raises(ValueError, match="TILELABEL_CODEC_NICE"):
+        codec_nice()
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="thread priorities are Linux's")
+def test_codec_threads_run_below_the_caller():
+    import threading
+
+    from tilelabel.pipeline.zarr_io import lower_priority
+
+    def nice():
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = nice()
+    with ThreadPoolExecutor(1, initializer=lower_priority, initargs=(3,)) as pool:
+        assert pool.submit(nice).result() == min(19, mine + 3)
+    with ThreadPoolExecutor(1, initializer=lower_priority, initargs=(0,)) as pool:
+        assert pool.submit(nice).result() == mine
+    assert nice() == mine  # the caller's own priority is left as it was
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,14 @@ from contextlib import contextmanager
 
 from distributed import Client, LocalCluster
 
+from tilelabel.cores import usable_cores
+
 log = logging.getLogger("tilelabel")
 
 
 def default_workers() -> int:
-    return max(
-        1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    )
+    """Single-threaded workers of a local CPU cluster: one per usable core."""
+    return usable_cores()
 
 
 def cluster_threads(client: Client) -> int:

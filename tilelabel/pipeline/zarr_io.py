@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from tilelabel.cores import usable_cores
 from tilelabel.validate import check_input
 
 
@@ -161,15 +162,44 @@ _pool_lock = threading.Lock()
 
 def codec_threads() -> int:
     """Threads of a process's codec pool (decoding, encoding and file I/O of every task in it):
-    ``TILELABEL_CODEC_THREADS`` if set, else one per core. Many worker processes on one node each
-    start such a pool; the variable lets them share the cores instead of each taking all."""
+    ``TILELABEL_CODEC_THREADS`` if set, else one per core this process may run on (its CPU
+    affinity: a Slurm job's cores, not the node's). Many worker processes on one node each start
+    such a pool; the variable lets them share the cores instead of each taking all."""
     value = os.environ.get("TILELABEL_CODEC_THREADS", "")
     if value.strip():
         n = int(value)
         if n < 1:
             raise ValueError(f"TILELABEL_CODEC_THREADS must be >= 1, got {value!r}")
         return n
-    return os.cpu_count() or 1
+    return usable_cores()
+
+
+def codec_nice() -> int:
+    """How much lower than the worker's other threads a codec thread runs (``nice`` steps):
+    ``TILELABEL_CODEC_NICE`` if set, else 10.
+
+    A node's worker processes each start a pool of one codec thread per core, so in the writing
+    pass the cores run many times as many codec threads as they have. At equal priority the
+    few threads that keep the rest going, a worker's event loop (the merge's chain of small
+    tasks waits on it) and the thread that drives its GPU, get only their share of a core
+    among them. Lowered, the codec threads still take every core nobody else wants."""
+    value = os.environ.get("TILELABEL_CODEC_NICE", "")
+    n = int(value) if value.strip() else 10
+    if not 0 <= n <= 39:
+        raise ValueError(f"TILELABEL_CODEC_NICE must be in 0..39, got {value!r}")
+    return n
+
+
+def lower_priority(by: int) -> None:
+    """Raise the calling thread's niceness by ``by`` (on Linux each thread has its own; an
+    unprivileged process may always lower its own priority). Nothing where that is not so."""
+    if by <= 0 or not hasattr(os, "setpriority"):
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
+    except OSError:
+        pass
 
 
 class _SharedCodecPool(ThreadPoolExecutor):
@@ -185,7 +215,14 @@ class _SharedCodecPool(ThreadPoolExecutor):
         if not _pool:
             with _pool_lock:
                 if not _pool:
-                    _pool.append(ThreadPoolExecutor(codec_threads(), "tilelabel-codec"))
+                    _pool.append(
+                        ThreadPoolExecutor(
+                            codec_threads(),
+                            "tilelabel-codec",
+                            initializer=lower_priority,
+                            initargs=(codec_nice(),),
+                        )
+                    )
         return _pool[0].submit(fn, *args, **kwargs)
 
     def shutdown(self, wait=True, *, cancel_futures=False):
