@@ -56,3 +56,21 @@ def test_frames_decode_on_the_cpu(shape, tile, dtype):
     for idx, frame in frames.items():
         got = np.frombuffer(zstd.decode(bytes(frame)), dtype=dtype)
         np.testing.assert_array_equal(got.reshape(tile), want[idx])
+
+
+def test_the_encoder_is_ready_once_warmed():
+    # a process of its own: WARM is process-wide, and this one's earlier tests may have set it
+    import subprocess
+    import sys
+
+    code = (
+        "from tilelabel.kernels.backends import get_backend\n"
+        "be = get_backend('cuda')\n"
+        "print(be.encoder_ready('zstd'))\n"
+        "be.warm_encoder('blosc')\n"
+        "print(be.encoder_ready('zstd'))\n"
+        "be.warm_encoder('zstd')\n"
+        "print(be.encoder_ready('zstd'), be.encoder_ready('blosc'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False", "True", "False"]

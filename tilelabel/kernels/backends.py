@@ -63,6 +63,11 @@ class Backend(Protocol):
         where it cannot encode ``codec``)."""
         ...
 
+    def encoder_ready(self, codec: str) -> bool:
+        """Whether :meth:`encode_tiles` can compress with ``codec`` here without loading
+        anything first (:meth:`warm_encoder` has finished in this process)."""
+        ...
+
     def encode_tiles(
         self, labels: Any, lut: np.ndarray, tile: tuple[int, ...], codec: str
     ) -> dict[tuple[int, ...], memoryview]:
@@ -135,6 +140,9 @@ class CPUBackend:
 
     def warm_encoder(self, codec):
         pass
+
+    def encoder_ready(self, codec):
+        return False
 
     def encode_tiles(self, labels, lut, tile, codec):
         raise ValueError("the cpu backend leaves encoding to zarr (can_encode is False)")

@@ -560,6 +560,11 @@ class CUDABackend:
         if self.can_encode(codec):
             gpu_codec.warm()
 
+    def encoder_ready(self, codec):
+        from tilelabel.kernels import gpu_codec
+
+        return self.can_encode(codec) and gpu_codec.WARM.is_set()
+
     @_on_thread_stream
     def encode_tiles(self, labels, lut, tile, codec):
         from tilelabel.kernels import gpu_codec
