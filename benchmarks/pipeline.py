@@ -26,12 +26,20 @@ high-water mark) belongs to that run alone.
 
     python benchmarks/pipeline.py --sizes 1024 2048 --densities 0.05 0.2 --out DIR
 
+Strong scaling as on a cluster of GPU nodes, where every GPU brings its own cores: with
+``--threads-per-gpu T`` each GPU run (and its copy) is held to the first ``gpus * T`` cores of
+the node (CPU affinity, which the worker processes inherit and tilelabel's thread pools count):
+
+    python benchmarks/pipeline.py --sizes 2048 --densities 0.2 --methods copy-gpu tilelabel-gpu \
+        --gpus 1 2 --threads-per-gpu 16
+
 Writes ``pipeline.json`` and ``pipeline.md`` to DIR (default: $OUT or benchmarks/out).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -54,6 +62,7 @@ from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 
 import tilelabel  # noqa: E402
 from tilelabel.config import byte_count  # noqa: E402
+from tilelabel.cores import usable_cores  # noqa: E402
 from tilelabel.pipeline.cluster import (  # noqa: E402
     MAX_WORKERS_PER_GPU,
     cluster_threads,
@@ -113,10 +122,36 @@ def cpu_cluster(workers: int) -> LocalCluster:
     )
 
 
+@contextlib.contextmanager
+def pinned(cores: int | None):
+    """Hold this process, every thread of it and so every process it starts meanwhile, to the
+    first ``cores`` of the cores it may use (None: leave it be). Worker processes inherit the
+    affinity, and tilelabel sizes their pools by it (tilelabel.cores), so a run on fewer GPUs
+    gets only those GPUs' share of the node's host."""
+    if cores is None:
+        yield
+        return
+    mine = sorted(os.sched_getaffinity(0))
+    if cores > len(mine):
+        raise ValueError(f"{cores} cores asked for, this process may use {len(mine)}")
+
+    def every_thread(mask):
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                os.sched_setaffinity(int(tid), mask)
+
+    every_thread(mine[:cores])
+    try:
+        yield
+    finally:
+        every_thread(mine)
+
+
 def gpu_cluster(gpus: int, threads: int | None, per_gpu: int | None):
     """tilelabel's GPU cluster on ``gpus`` GPUs: ``per_gpu`` workers per GPU (None: tilelabel's
     default) sharing ``threads`` host threads per GPU (None: tilelabel's default), so that
-    adding GPUs adds the host threads that come with them (as on a cluster of GPU nodes)."""
+    adding GPUs adds the host threads that come with them (as on a cluster of GPU nodes; the
+    caller holds the run to those cores, see :func:`pinned`)."""
     if threads is not None and per_gpu is None:  # tilelabel's default, on ``threads`` cores
         per_gpu = min(MAX_WORKERS_PER_GPU, threads)
     per_thread = None if threads is None else max(1, threads // (per_gpu or 1))
@@ -246,6 +281,12 @@ def run_method(
     method: str, src: str, dst: str, args, gpus: int = 1, per_gpu: int | None = None
 ) -> dict:
     gpu = is_gpu(method)
+    cores = gpus * args.threads_per_gpu if gpu and args.threads_per_gpu else None
+    with pinned(cores):
+        return _run_method(method, src, dst, args, gpu, gpus, per_gpu) | {"cores": cores}
+
+
+def _run_method(method, src, dst, args, gpu, gpus, per_gpu) -> dict:
     cluster = (
         gpu_cluster(gpus, args.threads_per_gpu, per_gpu) if gpu else cpu_cluster(args.cpu_workers)
     )
@@ -300,6 +341,23 @@ def run_method(
     }
 
 
+@contextlib.contextmanager
+def environment(setting: str):
+    """``os.environ`` with ``setting`` (``NAME=VALUE[,NAME=VALUE]``; '' changes nothing) for
+    the block, as it was after."""
+    pairs = dict(kv.split("=", 1) for kv in setting.split(",") if kv)
+    before = {k: os.environ.get(k) for k in pairs}
+    os.environ.update(pairs)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def warm_up(work: Path, methods: list[str]) -> None:
     """Compile (and cache on disk) every numba and CUDA kernel the timed runs use, so that no
     run pays for compilation: numba's cache lives beside the sources, CuPy's in ~/.cupy."""
@@ -346,8 +404,9 @@ def main() -> None:
         "--threads-per-gpu",
         type=int,
         default=None,
-        help="host threads per GPU (zarr decoding and encoding), shared by its workers "
-        "(default: tilelabel's cluster default)",
+        help="host threads per GPU (zarr decoding and encoding), shared by its workers; each "
+        "GPU run is held to the first GPUs x T cores of the node (default: tilelabel's cluster "
+        "default on every core)",
     )
     p.add_argument(
         "--workers-per-gpu",
@@ -363,14 +422,15 @@ def main() -> None:
         default=300.0,
         help="seconds after which dask-image is stopped (reported as a lower bound)",
     )
-    p.add_argument("--cpu-workers", type=int, default=os.cpu_count())
+    p.add_argument("--cpu-workers", type=int, default=usable_cores())
     p.add_argument(
-        "--codec-threads",
-        type=int,
+        "--env",
         nargs="+",
-        default=[0],
-        help="TILELABEL_CODEC_THREADS values to run every method with (threads of each worker "
-        "process's codec pool; 0: unset, one per core)",
+        default=[""],
+        metavar="NAME=VALUE[,NAME=VALUE]",
+        help="environment settings to run every method under, a run of each per setting ('': "
+        "as started), which the runs' worker processes inherit; e.g. TILELABEL_CODEC_NICE=0 "
+        "or TILELABEL_CODEC_THREADS=2",
     )
     p.add_argument(
         "--keep-labels",
@@ -414,26 +474,24 @@ def main() -> None:
             )
             gpu_runs = [(g, w) for g in args.gpus for w in args.workers_per_gpu]
             runs = [
-                (m, g, w, ct)
-                for ct in args.codec_threads
+                (m, g, w, env)
+                for env in args.env
                 for m in args.methods
                 for g, w in (gpu_runs if is_gpu(m) else [(0, 0)])
             ]
-            for method, gpus, per_gpu, codec in runs:
-                # the run's worker processes (and a dask-image child) inherit it
-                os.environ.pop("TILELABEL_CODEC_THREADS", None)
-                if codec:
-                    os.environ["TILELABEL_CODEC_THREADS"] = str(codec)
+            for method, gpus, per_gpu, env in runs:
                 if method == "dask-image" and size > args.dask_image_max:
                     continue
                 if method.startswith("tilelabel-cpu") and size > args.cpu_max:
                     continue
                 dst = str(work / f"out-{method}.zarr")
                 try:
-                    if method == "dask-image":
-                        r = in_subprocess(method, src, dst, args)
-                    else:
-                        r = run_method(method, src, dst, args, gpus, per_gpu)
+                    # the run's worker processes (and a dask-image child) inherit it
+                    with environment(env):
+                        if method == "dask-image":
+                            r = in_subprocess(method, src, dst, args)
+                        else:
+                            r = run_method(method, src, dst, args, gpus, per_gpu)
                 except TimeoutError:
                     r = {"timeout": args.time_limit}
                 except Exception as e:  # record and go on: one method failing is a result too
@@ -444,7 +502,7 @@ def main() -> None:
                     density=density,
                     voxels=size**3,
                     gpus=gpus,
-                    codec_threads=codec or None,
+                    env=env or None,
                 )
                 if gpus and "workers" in r:
                     r["workers_per_gpu"] = r["workers"] // gpus
@@ -460,17 +518,17 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "device": device,
         "host": platform.node(),
-        "cpus": os.cpu_count(),
+        "cpus": usable_cores(),
         "gpus": args.gpus,
         "workers_per_gpu": args.workers_per_gpu,
         "threads_per_gpu": args.threads_per_gpu,
-        "codec_threads": args.codec_threads,
+        "env": args.env,
         "storage_chunk": args.storage_chunk,
         "codec": "zarr default (zstd)",
     }
     (out_dir / "pipeline.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [
-        f"Device: {device}; {os.cpu_count()} CPU cores; date {meta['date']}; storage chunks "
+        f"Device: {device}; {usable_cores()} CPU cores; date {meta['date']}; storage chunks "
         f"{args.storage_chunk}^3, zarr v3 default codec; input and output on local disk.",
         "",
         "| size | density | method | workers | s | GVox/s | vs copy (same cluster) | "
@@ -506,7 +564,7 @@ def main() -> None:
             for x in rows
             if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
         ]
-        same = [x for x in same if x.get("codec_threads") == r.get("codec_threads")]
+        same = [x for x in same if x.get("env") == r.get("env")]
         ref = {
             (x["method"], x.get("gpus", 0), x.get("workers_per_gpu", 1 if x.get("gpus") else 0)): x[
                 "seconds"
@@ -526,8 +584,10 @@ def main() -> None:
             if gpus
             else ""
         )
-        if r.get("codec_threads"):
-            name += f" [{r['codec_threads']} codec threads]"
+        if r.get("cores"):
+            name += f" [{r['cores']} cores]"
+        if r.get("env"):
+            name += f" [{r['env']}]"
         encoded = r.get("encoded_chunks") or {}
         shared = encoded.get("host", 0) + encoded.get("device", 0)
         on_gpu = f"{100 * encoded.get('device', 0) / shared:.0f} %" if shared else ""
