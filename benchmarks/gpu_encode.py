@@ -118,34 +118,6 @@ def _worker(encoder, shape, density, tile, reps, barrier, results):
     )
 
 
-def run(encoder: str, procs: int, shape, density, tile, reps) -> dict:
-    ctx = mp.get_context("spawn")
-    barrier, results = ctx.Barrier(procs), ctx.Queue()
-    ps = [
-        ctx.Process(target=_worker, args=(encoder, shape, density, tile, reps, barrier, results))
-        for _ in range(procs)
-    ]
-    t0 = time.perf_counter()
-    for p in ps:
-        p.start()
-    got = [results.get(timeout=600) for _ in ps]
-    for p in ps:
-        p.join()
-    wall = max(r["seconds"] for r in got)
-    in_bytes = sum(r["in_bytes"] for r in got)
-    nbytes = int(np.prod(shape)) * 4
-    return {
-        "encoder": encoder,
-        "procs": procs,
-        "density": density,
-        "gb_per_s": in_bytes / wall / 1e9,
-        "ratio": nbytes / got[0]["out_bytes"],
-        "pool_growth_per_byte": got[0]["growth"] / nbytes,
-        "seconds": wall,
-        "total_seconds": time.perf_counter() - t0,
-    }
-
-
 def _loader(load, shape, density, tile, barrier, stop):
     """Keep the node busy as a pipeline worker would, until ``stop`` (see ``--load``)."""
     import cupy as cp
@@ -176,33 +148,41 @@ def _loader(load, shape, density, tile, barrier, stop):
             list(pool.map(codec.encode, tiles))
 
 
-def run_loaded(encoder: str, load: str, procs: int, shape, density, tile, reps) -> dict:
-    """``encoder`` timed in one process while ``procs - 1`` others apply ``load``."""
+def run(encoder: str, procs: int, shape, density, tile, reps, load: str | None = None) -> dict:
+    """``encoder`` in ``procs`` processes started together, every one timed; with ``load``, one
+    timed while the other ``procs - 1`` apply that load (``"none"``: the one alone)."""
     ctx = mp.get_context("spawn")
-    others = procs - 1 if load != "none" else 0
-    barrier, results, stop = ctx.Barrier(1 + others), ctx.Queue(), ctx.Event()
+    timed = procs if load is None else 1
+    others = 0 if load in (None, "none") else procs - 1
+    barrier, results, stop = ctx.Barrier(timed + others), ctx.Queue(), ctx.Event()
     ps = [
+        ctx.Process(target=_worker, args=(encoder, shape, density, tile, reps, barrier, results))
+        for _ in range(timed)
+    ]
+    ps += [
         ctx.Process(target=_loader, args=(load, shape, density, tile, barrier, stop))
         for _ in range(others)
     ]
-    ps.append(
-        ctx.Process(target=_worker, args=(encoder, shape, density, tile, reps, barrier, results))
-    )
+    t0 = time.perf_counter()
     for p in ps:
         p.start()
-    got = results.get(timeout=600)
+    got = [results.get(timeout=600) for _ in range(timed)]
     stop.set()
     for p in ps:
         p.join()
+    wall = max(r["seconds"] for r in got)
+    in_bytes = sum(r["in_bytes"] for r in got)
+    nbytes = int(np.prod(shape)) * 4
     return {
         "encoder": encoder,
         "load": load,
-        "procs": 1 + others,
+        "procs": timed + others,
         "density": density,
-        "gb_per_s": got["in_bytes"] / got["seconds"] / 1e9,
-        "ratio": int(np.prod(shape)) * 4 / got["out_bytes"],
-        "pool_growth_per_byte": got["growth"] / (int(np.prod(shape)) * 4),
-        "seconds": got["seconds"],
+        "gb_per_s": in_bytes / wall / 1e9,
+        "ratio": nbytes / got[0]["out_bytes"],
+        "pool_growth_per_byte": got[0]["growth"] / nbytes,
+        "seconds": wall,
+        "total_seconds": time.perf_counter() - t0,
     }
 
 
@@ -234,12 +214,7 @@ def main() -> None:
                 (e, load) for e in args.encoders for load in (args.load or [None])
             ):
                 try:
-                    if load is None:
-                        row = run(encoder, procs, args.shape, density, args.tile, args.reps)
-                    else:
-                        row = run_loaded(
-                            encoder, load, procs, args.shape, density, args.tile, args.reps
-                        )
+                    row = run(encoder, procs, args.shape, density, args.tile, args.reps, load)
                 except Exception as e:  # e.g. out of GPU memory: record it, go on
                     row = {
                         "encoder": encoder,

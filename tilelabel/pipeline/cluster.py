@@ -158,7 +158,7 @@ def cuda_cluster(
     if gpus is not None and gpus > len(visible):
         raise ValueError(f"{gpus} GPU workers asked for, but only {len(visible)} GPUs are visible")
     devices = visible[: gpus or len(visible)]
-    cores = max(1, default_workers() // len(devices))
+    cores = max(1, usable_cores() // len(devices))
     if workers_per_gpu is None:
         workers_per_gpu = min(MAX_WORKERS_PER_GPU, cores, _memory_slots(devices[0]))
     if threads_per_worker is None:
