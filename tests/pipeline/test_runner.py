@@ -223,3 +223,15 @@ def test_chunk_shares_of_the_merge_are_not_root_tasks(tmp_path, client):
         return [dask_scheduler.is_rootish(dask_scheduler.tasks[k]) for k in keys]
 
     assert not any(client.run_on_scheduler(rootish, shares))
+
+
+def test_result_reports_every_phase_in_order(tmp_path, client):
+    img = random_volume((24, 24, 24), 0.3, seed=3)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    res = tilelabel.label_zarr(
+        src, str(tmp_path / "out.zarr"), client=client, chunks=(8, 8, 8), return_result=True
+    )
+    assert list(res.phases) == ["starting", "labeling", "merging", "writing"]
+    assert all(v >= 0 for v in res.phases.values())
+    # the phases follow each other inside the run; what is left is closing and the statistics
+    assert sum(res.phases.values()) <= res.seconds

@@ -54,8 +54,10 @@ class Result:
     backend: str
     #: the statistics table (``stats=True``)
     table: Any = None
-    #: wall seconds of each phase, from the client: ``labeling`` until every chunk's summary is
-    #: done, ``merging`` until the component count is known, ``writing`` until the last write
+    #: wall seconds of each phase, from the client: ``starting`` until the labeling pass is
+    #: submitted (opening, planning, the GPU check, the graph), ``labeling`` until every chunk's
+    #: summary is done, ``merging`` until the component count is known, ``writing`` until the
+    #: last write
     phases: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
@@ -401,8 +403,9 @@ def label_zarr(
                 optimize_graph=False,
             )
             table_futures, spec_futures = spec_futures[: len(tables)], spec_futures[len(tables) :]
-            phases: dict[str, float] = {}
             t_phase = time.perf_counter()
+            # opening, planning, the GPU check and building and submitting the graph
+            phases: dict[str, float] = {"starting": t_phase - start}
             _wait(c, futures_of(summaries[:: len(per[0])]), "labeling", progress)
             phases["labeling"] = time.perf_counter() - t_phase
             t_phase = time.perf_counter()
