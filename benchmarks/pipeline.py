@@ -106,10 +106,13 @@ def stop_peaks(dask_worker=None) -> tuple[int, int]:
 
 
 def encoded_chunks() -> dict[str, int]:
-    """Output chunks this worker process compressed on each side (encoders.tally), so far."""
+    """Output chunks this worker process compressed on each side (encoders.tally) since the
+    last call."""
     from tilelabel.pipeline import encoders
 
-    return dict(encoders.tally)
+    counts = dict(encoders.tally)
+    encoders.tally.clear()
+    return counts
 
 
 def cpu_cluster(workers: int) -> LocalCluster:
@@ -160,16 +163,21 @@ def gpu_cluster(gpus: int, threads: int | None, per_gpu: int | None):
     )
 
 
+def task_kind(key) -> str:
+    """``summary`` for ``("tilelabel-summary-<token>", ...)``, ``_copy_chunk`` for
+    ``"_copy_chunk-<hash>"``."""
+    key = key[0] if isinstance(key, tuple) else str(key)
+    return key.split("-")[1] if key.startswith("tilelabel-") else key.split("-")[0]
+
+
 def task_summary(stream: list[dict], t0: float) -> dict[str, dict]:
     """Per task kind (``tilelabel-<kind>-...``): count, seconds computing (all workers
     together), seconds transferring its inputs, and when the first started and the last ended
     (seconds after ``t0``, the method's start): where the critical path's time went."""
     out: dict[str, dict] = {}
     for t in stream:
-        key = t["key"][0] if isinstance(t["key"], tuple) else str(t["key"])
-        kind = key.split("-")[1] if key.startswith("tilelabel-") else key.split("-")[0]
         row = out.setdefault(
-            kind, {"n": 0, "compute": 0.0, "transfer": 0.0, "start": 1e9, "end": 0}
+            task_kind(t["key"]), {"n": 0, "compute": 0.0, "transfer": 0.0, "start": 1e9, "end": 0}
         )
         for ss in t["startstops"]:
             if ss["action"] == "compute":
@@ -179,6 +187,21 @@ def task_summary(stream: list[dict], t0: float) -> dict[str, dict]:
             row["start"] = min(row["start"], ss["start"] - t0)
             row["end"] = max(row["end"], ss["stop"] - t0)
     return {k: {f: round(v, 3) for f, v in r.items()} for k, r in out.items()}
+
+
+def task_records(stream: list[dict], t0: float, workers: list[str]) -> list[list]:
+    """Every task of the run as ``[kind, worker number, start, stop, seconds transferring its
+    inputs]`` (seconds after ``t0``), for timelines and per-worker analysis."""
+    out = []
+    for t in stream:
+        steps = t["startstops"]
+        moved = round(sum(s["stop"] - s["start"] for s in steps if s["action"] == "transfer"), 4)
+        worker = workers.index(t["worker"]) if t["worker"] in workers else -1
+        for ss in steps:
+            if ss["action"] == "compute":
+                start, stop = round(ss["start"] - t0, 4), round(ss["stop"] - t0, 4)
+                out.append([task_kind(t["key"]), worker, start, stop, moved])
+    return out
 
 
 def create_like(src: str, dst: str, dtype: str = "uint32") -> zarr.Array:
@@ -202,6 +225,49 @@ def zarr_copy(src: str, dst: str, client: Client, backend: str, chunks) -> None:
     n = len(slices)
     futures = client.map(_copy_chunk, [ZarrSource(src)] * n, [ZarrTarget(dst)] * n, slices)
     client.gather(futures)
+
+
+def _block_digest(path: str, block: tuple[int, ...], storage: tuple[int, ...]) -> bytes:
+    import hashlib
+
+    z = zarr.open_array(path, mode="r")
+    sl = tuple(slice(b * s, (b + 1) * s) for b, s in zip(block, storage, strict=True))
+    # the values, not their bytes in memory: uint32 and uint64 outputs of one labeling agree
+    return hashlib.blake2b(np.ascontiguousarray(z[sl], dtype=np.uint64).tobytes()).digest()
+
+
+def output_digest(path: str, client: Client) -> str:
+    """A digest of the labels in ``path``, one task per storage chunk on ``client``: the same
+    for every chunking, worker count and backend that writes the same labels, so the rows of
+    one volume (and the same volume in another session) can be compared without holding two
+    outputs at once."""
+    import hashlib
+    import itertools
+
+    z = zarr.open_array(path, mode="r")
+    storage = storage_chunks(z)
+    grid = [range(-(-n // s)) for n, s in zip(z.shape, storage, strict=True)]
+    blocks = list(itertools.product(*grid))  # raster order
+    parts = client.gather(
+        client.map(_block_digest, [path] * len(blocks), blocks, [storage] * len(blocks))
+    )
+    return hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest()
+
+
+def run_name(r: dict) -> str:
+    return f"{r['method']} gpus={r.get('gpus', 0)} env={r.get('env')} run={r.get('repeat', 0)}"
+
+
+def disagreements(rows: list[dict]) -> list[str]:
+    """What the rows of one volume disagree on: the component count of any method that reports
+    one, and the labels' digest of tilelabel's methods (dask-image numbers its components in
+    another order, so only its count is compared)."""
+    found = []
+    for field in ("components", "digest"):
+        seen = {run_name(r): r[field] for r in rows if r.get(field) is not None}
+        if len(set(seen.values())) > 1:
+            found.append(f"{field}: {seen}")
+    return found
 
 
 def dask_copy(src: str, dst: str, client: Client) -> None:
@@ -229,7 +295,7 @@ def dask_image_label(src: str, dst: str, client: Client) -> int:
     return int(count)
 
 
-def in_subprocess(method: str, src: str, dst: str, args) -> dict:
+def in_subprocess(method: str, src: str, dst: str, args) -> list[dict]:
     """Run one method in a child process killed after ``--time-limit`` seconds: dask-image can
     spend longer than any limit building its graph, before a single task runs."""
     cmd = [
@@ -249,7 +315,7 @@ def in_subprocess(method: str, src: str, dst: str, args) -> dict:
     except subprocess.TimeoutExpired as e:
         raise TimeoutError from e
     for line in reversed(done.stdout.splitlines()):
-        if line.startswith("{"):
+        if line.startswith("["):  # the child's rows (see main)
             return json.loads(line)
     raise RuntimeError(f"child failed: {done.stderr[-300:]}")
 
@@ -279,66 +345,80 @@ def stored_bytes(path: str) -> int:
 
 def run_method(
     method: str, src: str, dst: str, args, gpus: int = 1, per_gpu: int | None = None
-) -> dict:
+) -> list[dict]:
+    """One row per run of ``method`` (``--repeat`` runs, one after the other on one fresh
+    cluster: the first pays the workers' first use, the later ones show a warm cluster)."""
     gpu = is_gpu(method)
     cores = gpus * args.threads_per_gpu if gpu and args.threads_per_gpu else None
     with pinned(cores):
-        return _run_method(method, src, dst, args, gpu, gpus, per_gpu) | {"cores": cores}
+        rows = _run_method(method, src, dst, args, gpu, gpus, per_gpu)
+    return [r | {"cores": cores} for r in rows]
 
 
-def _run_method(method, src, dst, args, gpu, gpus, per_gpu) -> dict:
+def _run_method(method, src, dst, args, gpu, gpus, per_gpu) -> list[dict]:
     cluster = (
         gpu_cluster(gpus, args.threads_per_gpu, per_gpu) if gpu else cpu_cluster(args.cpu_workers)
     )
-    phases = {}
+    rows = []
     with cluster, Client(cluster, set_as_default=False) as client:
-        client.run(start_peaks, gpu)
-        stream = get_task_stream(client)
-        stream.__enter__()
-        t0, t0_wall = time.perf_counter(), time.time()
-        if method.startswith("copy-dask"):
-            n = dask_copy(src, dst, client)
-        elif method.startswith("copy"):
-            n = zarr_copy(src, dst, client, "cuda" if gpu else "cpu", args.chunks)
-        elif method == "dask-image":
-            n = dask_image_label(src, dst, client)
-        else:
-            res = tilelabel.label_zarr(
-                src,
-                dst,
-                backend="cuda" if method.startswith("tilelabel-gpu") else "cpu",
-                client=client,
-                chunks=args.chunks,
-                overwrite=True,
-                return_result=True,
-                keep_labels=args.keep_labels if method.endswith("-keep") else 0,
-                keep_input=not method.endswith("-reread"),
-                gpu_encode=gpu_encode_option(method),
-            )
-            n, phases = res.components, res.phases
-        seconds = time.perf_counter() - t0
-        stream.__exit__(None, None, None)
-        tasks = task_summary(stream.data, t0_wall)
-        peaks = client.run(stop_peaks).values()
-        encoded = {"host": 0, "device": 0}
-        for counts in client.run(encoded_chunks).values():
-            for side, n in counts.items():
-                encoded[side] += n
-        rss, gpu_peak = max(p[0] for p in peaks), max(p[1] for p in peaks)
-        workers = len(client.scheduler_info()["workers"])
-        threads = max(w["nthreads"] for w in client.scheduler_info()["workers"].values())
-    return {
+        for repeat in range(getattr(args, "repeat", 1)):
+            rows.append(_timed_run(method, src, dst, args, gpu, client) | {"repeat": repeat})
+    return rows
+
+
+def _timed_run(method, src, dst, args, gpu, client) -> dict:
+    phases = {}
+    client.run(start_peaks, gpu)
+    stream = get_task_stream(client)
+    stream.__enter__()
+    t0, t0_wall = time.perf_counter(), time.time()
+    if method.startswith("copy-dask"):
+        n = dask_copy(src, dst, client)
+    elif method.startswith("copy"):
+        n = zarr_copy(src, dst, client, "cuda" if gpu else "cpu", args.chunks)
+    elif method == "dask-image":
+        n = dask_image_label(src, dst, client)
+    else:
+        res = tilelabel.label_zarr(
+            src,
+            dst,
+            backend="cuda" if method.startswith("tilelabel-gpu") else "cpu",
+            client=client,
+            chunks=args.chunks,
+            overwrite=True,
+            return_result=True,
+            keep_labels=args.keep_labels if method.endswith("-keep") else 0,
+            keep_input=not method.endswith("-reread"),
+            gpu_encode=gpu_encode_option(method),
+        )
+        n, phases = res.components, res.phases
+    seconds = time.perf_counter() - t0
+    stream.__exit__(None, None, None)
+    # outside the timed run: every tilelabel output is checked against the others
+    digest = output_digest(dst, client) if method.startswith("tilelabel") else None
+    peaks = client.run(stop_peaks).values()
+    encoded = {"host": 0, "device": 0}
+    for counts in client.run(encoded_chunks).values():
+        for side, chunks in counts.items():
+            encoded[side] += chunks
+    info = client.scheduler_info()["workers"]
+    row = {
         "seconds": seconds,
         "components": n,
-        "peak_rss_per_worker": rss,
-        "peak_gpu_per_worker": gpu_peak,
-        "workers": workers,
-        "threads_per_worker": threads,
+        "digest": digest,
+        "peak_rss_per_worker": max(p[0] for p in peaks),
+        "peak_gpu_per_worker": max(p[1] for p in peaks),
+        "workers": len(info),
+        "threads_per_worker": max(w["nthreads"] for w in info.values()),
         "phases": phases,
-        "tasks": tasks,
+        "tasks": task_summary(stream.data, t0_wall),
         # which side compressed the chunks the GPU could have (-hostencode: none could)
         "encoded_chunks": encoded,
+        "output_bytes": stored_bytes(dst),
     }
+    if getattr(args, "save_stream", False):
+        row["stream"] = task_records(stream.data, t0_wall, list(info))
+    return row
 
 
 @contextlib.contextmanager
@@ -438,6 +518,18 @@ def main() -> None:
         default=8 << 30,
         help="keep_labels of the *-keep methods (bytes per worker; sizes like 8GB)",
     )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs of each method, one after the other on the same fresh cluster (the first "
+        "pays the workers' first use: imports, CUDA kernels, pinned memory, nvCOMP)",
+    )
+    p.add_argument(
+        "--save-stream",
+        action="store_true",
+        help="keep every task's kind, worker, start and stop in the JSON rows (`stream`)",
+    )
     p.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/tilelabel-bench")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     p.add_argument("--child", nargs=3, metavar=("METHOD", "SRC", "DST"), help=argparse.SUPPRESS)
@@ -451,6 +543,7 @@ def main() -> None:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
+    wrong: list[str] = []  # rows of one volume that disagree (see disagreements)
     device = "cpu only"
     try:
         import cupy as cp
@@ -489,30 +582,34 @@ def main() -> None:
                     # the run's worker processes (and a dask-image child) inherit it
                     with environment(env):
                         if method == "dask-image":
-                            r = in_subprocess(method, src, dst, args)
+                            done = in_subprocess(method, src, dst, args)
                         else:
-                            r = run_method(method, src, dst, args, gpus, per_gpu)
+                            done = run_method(method, src, dst, args, gpus, per_gpu)
                 except TimeoutError:
-                    r = {"timeout": args.time_limit}
+                    done = [{"timeout": args.time_limit}]
                 except Exception as e:  # record and go on: one method failing is a result too
-                    r = {"error": f"{type(e).__name__}: {e}"[:300]}
-                r.update(
-                    method=method,
-                    size=size,
-                    density=density,
-                    voxels=size**3,
-                    gpus=gpus,
-                    env=env or None,
-                )
-                if gpus and "workers" in r:
-                    r["workers_per_gpu"] = r["workers"] // gpus
-                if "seconds" in r:
-                    r["gvox_s"] = size**3 / r["seconds"] / 1e9
-                    r["output_bytes"] = stored_bytes(dst)
-                rows.append(r)
-                print(json.dumps(r), flush=True)
+                    done = [{"error": f"{type(e).__name__}: {e}"[:300]}]
+                for r in done:
+                    r.update(
+                        method=method,
+                        size=size,
+                        density=density,
+                        voxels=size**3,
+                        gpus=gpus,
+                        env=env or None,
+                    )
+                    if gpus and "workers" in r:
+                        r["workers_per_gpu"] = r["workers"] // gpus
+                    if "seconds" in r:
+                        r["gvox_s"] = size**3 / r["seconds"] / 1e9
+                    rows.append(r)
+                    print(json.dumps({k: v for k, v in r.items() if k != "stream"}), flush=True)
                 shutil.rmtree(dst, ignore_errors=True)
             shutil.rmtree(src, ignore_errors=True)
+            volume = [r for r in rows if r["size"] == size and r["density"] == density]
+            for problem in disagreements(volume):
+                wrong.append(f"{size}^3 d={density}: {problem}")
+                print(f"# DISAGREEMENT at {size}^3 d={density}: {problem}", flush=True)
 
     meta = {
         "date": datetime.date.today().isoformat(),
@@ -525,6 +622,7 @@ def main() -> None:
         "env": args.env,
         "storage_chunk": args.storage_chunk,
         "codec": "zarr default (zstd)",
+        "disagreements": wrong,
     }
     (out_dir / "pipeline.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [
@@ -564,7 +662,12 @@ def main() -> None:
             for x in rows
             if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
         ]
-        same = [x for x in same if x.get("env") == r.get("env")]
+        # the same env and the same run on its cluster (--repeat)
+        same = [
+            x
+            for x in same
+            if x.get("env") == r.get("env") and x.get("repeat", 0) == r.get("repeat", 0)
+        ]
         ref = {
             (x["method"], x.get("gpus", 0), x.get("workers_per_gpu", 1 if x.get("gpus") else 0)): x[
                 "seconds"
@@ -588,6 +691,8 @@ def main() -> None:
             name += f" [{r['cores']} cores]"
         if r.get("env"):
             name += f" [{r['env']}]"
+        if args.repeat > 1:
+            name += f" run {r.get('repeat', 0) + 1}"
         encoded = r.get("encoded_chunks") or {}
         shared = encoded.get("host", 0) + encoded.get("device", 0)
         on_gpu = f"{100 * encoded.get('device', 0) / shared:.0f} %" if shared else ""
@@ -597,9 +702,13 @@ def main() -> None:
             f"{r['peak_rss_per_worker'] / 2**30:.2f} | {r['peak_gpu_per_worker'] / 2**30:.2f} | "
             f"{r['output_bytes'] / 2**20:.0f} | {on_gpu} |"
         )
+    if wrong:
+        lines += ["", "**Outputs disagree:**", *(f"- {w}" for w in wrong)]
     table = "\n".join(lines)
     (out_dir / "pipeline.md").write_text(table + "\n")
     print(table)
+    if wrong:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
