@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import zarr
@@ -235,3 +237,38 @@ def test_result_reports_every_phase_in_order(tmp_path, client):
     assert all(v >= 0 for v in res.phases.values())
     # the phases follow each other inside the run; what is left is closing and the statistics
     assert sum(res.phases.values()) <= res.seconds
+
+
+@pytest.mark.parametrize("shape", [(48, 48), (48, 48, 48)])
+def test_numbering_chain_has_one_task_per_level(tmp_path, shape):
+    """The prefix sum over the chunks is the merge's critical path, one scheduler round trip
+    per task: from a chunk's roots to the count there is one task per level and the count's
+    own, and to a chunk's border finals one per level and its own."""
+    from dask.core import get_dependencies
+
+    from tilelabel.pipeline.graph import Source, build_merge_graph
+    from tilelabel.pipeline.plan import plan_for_storage
+    from tilelabel.pipeline.zarr_io import ZarrSource
+
+    img = random_volume(shape, 0.3, 1, seed=4)
+    storage = (16,) * len(shape)
+    src = write_zarr(tmp_path / "in.zarr", img, storage)
+    plan = plan_for_storage(img.shape, storage, storage)
+    conn = 26 if len(shape) == 3 else 8
+    graph = build_merge_graph(Source(lambda idx: ZarrSource(src)), plan, conn, "cpu")
+    dsk = dict(graph.graph)
+
+    def kind(key):
+        return key[0].split("-")[1]
+
+    @functools.cache
+    def depth(key):  # tasks after the nearest roots up to and including ``key``
+        if kind(key) == "roots":
+            return 0
+        below = [depth(d) for d in get_dependencies(dsk, key)]
+        below = [b for b in below if b is not None]
+        return 1 + max(below) if below else None
+
+    count = next(k for k in dsk if kind(k) == "count")
+    assert depth(count) == plan.ndim + 1
+    assert max(depth(k) for k in dsk if kind(k) == "finals") == plan.ndim + 1

@@ -213,8 +213,18 @@ def build_merge_graph(
                 )
                 drop[idx] = (k("dropped", idx),)
 
-    for idx in idxs:
-        dsk[k("rowcounts", idx)] = (
+    # raster-order exclusive prefix of the row counts: level 1 groups the chunks of one chunk
+    # row (members along the last grid axis), level L groups level L-1's totals along grid axis
+    # ndim - L; level ndim's one total is the component count. This chain is the merge's
+    # critical path, a scheduler round trip per task, so the small steps run inside the tasks
+    # that need them, not as tasks of their own: the chunks' row counts inside level 1, a
+    # level's totals (its leading axes only) inside the next level, the top level's prefix and
+    # each chunk's sum of its prefixes inside the tasks that use them. The lower levels'
+    # prefixes, as large as the chunks' row counts, stay tasks of their own, ready long before
+    # the top level is.
+    d = plan.ndim
+    parts: dict[tuple[int, ...], Any] = {
+        idx: (
             numbering.corrected_counts,
             k("counts", idx),
             k("roots", idx),
@@ -223,39 +233,40 @@ def build_merge_graph(
             plan.block_shape(idx),
             *drop[idx],
         )
-    # raster-order exclusive prefix of the row counts: level 1 groups the chunks of one chunk
-    # row (members along the last grid axis), level L groups level L-1's totals along grid axis
-    # ndim - L; level ndim's one total is the component count
-    d = plan.ndim
-    parts = {idx: k("rowcounts", idx) for idx in idxs}
+        for idx in idxs
+    }
+    prefix: dict[tuple[int, ...], Any] = {}  # (level, member) -> its prefix: key or task
     for lev in range(1, d + 1):
         axis = d - lev
         groups = itertools.product(*(range(g) for g in plan.grid[:axis]))
         totals = {}
         for grp in groups:
             members = [(*grp, m) for m in range(plan.grid[axis])]
-            dsk[k(f"level{lev}", grp)] = (numbering.concat_offsets, [parts[m] for m in members])
+            level = k(f"level{lev}", grp)
+            dsk[level] = (numbering.concat_offsets, [parts[m] for m in members])
             for i, m in enumerate(members):
-                dsk[k(f"offset{lev}", m)] = (
-                    operator.getitem,
-                    (operator.getitem, k(f"level{lev}", grp), 0),
-                    i,
-                )
-            totals[grp] = k(f"total{lev}", grp)
-            dsk[totals[grp]] = (operator.getitem, k(f"level{lev}", grp), 1)
+                taken = (operator.getitem, (operator.getitem, level, 0), i)
+                if lev < d:
+                    dsk[k(f"offset{lev}", m)] = taken
+                    taken = k(f"offset{lev}", m)
+                prefix[(lev, *m)] = taken
+            totals[grp] = (operator.getitem, level, 1)
         parts = totals
     count_name = k("count")[0]
-    dsk[(count_name,)] = (int, k(f"total{d}"))
-    for idx in idxs:
-        dsk[k("offsets", idx)] = (
+    dsk[(count_name,)] = (int, parts[()])
+    offsets = {
+        idx: (
             numbering.assemble_offsets,
-            [k(f"offset{lev}", idx[: d - lev + 1]) for lev in range(1, d + 1)],
+            [prefix[(lev, *idx[: d - lev + 1])] for lev in range(1, d + 1)],
         )
+        for idx in idxs
+    }
+    for idx in idxs:
         dsk[k("finals", idx)] = (
             numbering.border_finals,
             k("counts", idx),
             k("roots", idx),
-            k("offsets", idx),
+            offsets[idx],
             plan.offset(idx),
             shape,
             plan.block_shape(idx),
@@ -272,7 +283,7 @@ def build_merge_graph(
             numbering.lut_spec,
             k("counts", idx),
             k("roots", idx),
-            k("offsets", idx),
+            offsets[idx],
             k("bfinals", idx),
             *drop[idx],
         )
