@@ -96,13 +96,43 @@ def start_peaks(gpu: bool, dask_worker=None) -> None:
             time.sleep(0.005)
 
     dask_worker.tilelabel_peaks = state
+    state["gc"] = gc_pauses()
     threading.Thread(target=loop, daemon=True).start()
 
 
-def stop_peaks(dask_worker=None) -> tuple[int, int]:
+def stop_peaks(dask_worker=None) -> tuple[int, int, list]:
     state = dask_worker.tilelabel_peaks
     state["stop"] = True
-    return state["rss"], state["gpu"]
+    return state["rss"], state["gpu"], state["gc"].stop()
+
+
+class gc_pauses:  # noqa: N801 (used like a function)
+    """Record this process's garbage collections of 5 ms or more, from now until ``stop()``:
+    ``[start (seconds since the epoch), seconds, generation]`` each. The scheduler of a local
+    cluster lives in the client's process, so a collection there holds up every worker."""
+
+    def __init__(self):
+        import gc
+
+        self.pauses: list[list] = []
+        self._start = None
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase, info):
+        if phase == "start":
+            self._start = time.perf_counter()
+        elif self._start is not None:
+            took = time.perf_counter() - self._start
+            if took >= 0.005:
+                self.pauses.append([time.time() - took, round(took, 4), info["generation"]])
+            self._start = None
+
+    def stop(self) -> list[list]:
+        import gc
+
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+        return self.pauses
 
 
 def encoded_chunks() -> dict[str, int]:
@@ -369,6 +399,7 @@ def _run_method(method, src, dst, args, gpu, gpus, per_gpu) -> list[dict]:
 def _timed_run(method, src, dst, args, gpu, client) -> dict:
     phases = {}
     client.run(start_peaks, gpu)
+    here = gc_pauses()
     stream = get_task_stream(client)
     stream.__enter__()
     t0, t0_wall = time.perf_counter(), time.time()
@@ -394,6 +425,7 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         n, phases = res.components, res.phases
     seconds = time.perf_counter() - t0
     stream.__exit__(None, None, None)
+    client_gc = here.stop()
     # outside the timed run: every tilelabel output is checked against the others
     digest = output_digest(dst, client) if method.startswith("tilelabel") else None
     peaks = client.run(stop_peaks).values()
@@ -402,6 +434,7 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         for side, chunks in counts.items():
             encoded[side] += chunks
     info = client.scheduler_info()["workers"]
+    workers_gc = [p for peak in peaks for p in peak[2]]
     row = {
         "seconds": seconds,
         "components": n,
@@ -415,6 +448,12 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         # which side compressed the chunks the GPU could have (-hostencode: none could)
         "encoded_chunks": encoded,
         "output_bytes": stored_bytes(dst),
+        # collections of 5 ms or more during the run, [start s after t0, seconds, generation];
+        # the client's process is also the local cluster's scheduler's
+        "gc_pauses": {
+            "client": [[round(a - t0_wall, 3), b, g] for a, b, g in client_gc if a >= t0_wall],
+            "workers": [[round(a - t0_wall, 3), b, g] for a, b, g in workers_gc if a >= t0_wall],
+        },
     }
     if getattr(args, "save_stream", False):
         row["stream"] = task_records(stream.data, t0_wall, list(info))
