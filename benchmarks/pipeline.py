@@ -108,8 +108,9 @@ def stop_peaks(dask_worker=None) -> tuple[int, int, list]:
 
 class gc_pauses:  # noqa: N801 (used like a function)
     """Record this process's garbage collections of 5 ms or more, from now until ``stop()``:
-    ``[start (seconds since the epoch), seconds, generation]`` each. The scheduler of a local
-    cluster lives in the client's process, so a collection there holds up every worker."""
+    ``[start (seconds since the epoch), seconds, generation, objects collected]`` each. The
+    scheduler of a local cluster lives in the client's process, so a collection there holds up
+    every worker."""
 
     def __init__(self):
         import gc
@@ -124,7 +125,9 @@ class gc_pauses:  # noqa: N801 (used like a function)
         elif self._start is not None:
             took = time.perf_counter() - self._start
             if took >= 0.005:
-                self.pauses.append([time.time() - took, round(took, 4), info["generation"]])
+                self.pauses.append(
+                    [time.time() - took, round(took, 4), info["generation"], info["collected"]]
+                )
             self._start = None
 
     def stop(self) -> list[list]:
@@ -448,11 +451,12 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         # which side compressed the chunks the GPU could have (-hostencode: none could)
         "encoded_chunks": encoded,
         "output_bytes": stored_bytes(dst),
-        # collections of 5 ms or more during the run, [start s after t0, seconds, generation];
+        # collections of 5 ms or more during the run, [start s after t0, seconds, generation,
+        # objects collected];
         # the client's process is also the local cluster's scheduler's
         "gc_pauses": {
-            "client": [[round(a - t0_wall, 3), b, g] for a, b, g in client_gc if a >= t0_wall],
-            "workers": [[round(a - t0_wall, 3), b, g] for a, b, g in workers_gc if a >= t0_wall],
+            "client": [[round(p[0] - t0_wall, 3), *p[1:]] for p in client_gc if p[0] >= t0_wall],
+            "workers": [[round(p[0] - t0_wall, 3), *p[1:]] for p in workers_gc if p[0] >= t0_wall],
         },
     }
     if getattr(args, "save_stream", False):

@@ -11,6 +11,11 @@ from tilelabel.pipeline import encoders
 
 def test_turns_per_option():
     assert encoders.turns(None) == encoders.DEFAULT_TURNS
+    # by default, only an output large enough to repay loading the encoder in every worker
+    big = encoders.MIN_BYTES_PER_WORKER
+    assert encoders.turns(None, big) == encoders.DEFAULT_TURNS
+    assert encoders.turns(None, big - 1) == 0
+    assert encoders.turns(True, 1) is None and encoders.turns(2, 1) == 2  # as asked
     assert encoders.turns(True) is None  # no limit: the GPU compresses every chunk
     assert encoders.turns(False) == 0
     assert encoders.turns(3) == 3

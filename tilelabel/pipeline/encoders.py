@@ -24,19 +24,32 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-#: turns per GPU with ``gpu_encode=None`` (the default)
+#: turns per GPU with ``gpu_encode=None`` (the default), where the output is large enough
 DEFAULT_TURNS = 1
+
+#: with ``gpu_encode=None``, the GPU compresses output only where each worker process writes at
+#: least this many bytes of (4-byte) labels. Every process that may take a turn loads nvCOMP's
+#: kernels first (seconds on a fresh process, and 16 processes loading them slow the labeling
+#: pass that runs meanwhile), which only a large output repays. Measured on one H100 with 16
+#: workers (2026-11-23/24): at 1024^3 (256 MiB per worker) one turn was slower than the host
+#: alone or no faster in every call (up to 1 s slower with the warm-up on full-size tiles),
+#: at 2048^3 (2 GiB per worker) it shortened the writing pass by 0.75-2.2 s. Sizes in between
+#: were not measured.
+MIN_BYTES_PER_WORKER = 1 << 30
 
 #: output chunks this process's writes compressed on each side ("device" with a turn,
 #: "host" without), for benchmarks to report how the work was split
 tally: Counter = Counter()
 
 
-def turns(gpu_encode: bool | int | None) -> int | None:
+def turns(gpu_encode: bool | int | None, bytes_per_worker: int | None = None) -> int | None:
     """Turns per GPU for a ``gpu_encode`` option: 0 (the host compresses everything), a count,
-    or None (no limit: the GPU compresses every chunk)."""
+    or None (no limit: the GPU compresses every chunk). ``None`` (the default option) gives
+    :data:`DEFAULT_TURNS` where each worker process writes ``bytes_per_worker`` of at least
+    :data:`MIN_BYTES_PER_WORKER` (or that is not known yet), else 0."""
     if gpu_encode is None:
-        return DEFAULT_TURNS
+        small = bytes_per_worker is not None and bytes_per_worker < MIN_BYTES_PER_WORKER
+        return 0 if small else DEFAULT_TURNS
     if isinstance(gpu_encode, bool):
         return None if gpu_encode else 0
     if not isinstance(gpu_encode, int) or gpu_encode < 0:

@@ -348,8 +348,10 @@ def label_zarr(
         read by any zarr, a little larger than zstd's own at the same level. A count: at most
         that many of a GPU's worker threads compress at once and the other writes go to the
         host meanwhile (:mod:`tilelabel.pipeline.encoders`); None (default):
-        :data:`~tilelabel.pipeline.encoders.DEFAULT_TURNS`; True: the GPU compresses every
-        chunk; False: the host does.
+        :data:`~tilelabel.pipeline.encoders.DEFAULT_TURNS` where each worker process writes at
+        least :data:`~tilelabel.pipeline.encoders.MIN_BYTES_PER_WORKER` of labels (loading
+        the encoder in every worker costs more than it saves on smaller outputs), else none;
+        True: the GPU compresses every chunk; False: the host does.
     """
     start = time.perf_counter()
     opts = stats_mod.options(bool(stats), min_size, max_size, intensity is not None)
@@ -364,10 +366,7 @@ def label_zarr(
         get_backend("cuda")  # a clear error before a cluster starts
     label_dtype(0, dtype)  # validates the dtype name early
     check_workers_per_gpu(workers_per_gpu)
-    # how many of a GPU's threads may compress output at once (0: none, None: all)
-    turns = encoders.turns(gpu_encode)
-    if backend != "cuda":
-        turns = 0
+    encoders.turns(gpu_encode)  # a bad option is refused before a cluster starts
     budget = int(keep_labels)
     if budget < 0:
         raise ValueError(f"keep_labels must be a number of bytes >= 0, got {keep_labels}")
@@ -400,6 +399,11 @@ def label_zarr(
             plan.nchunks,
             plan.max_block_shape(),
         )
+        # how many of a GPU's threads may compress output at once (0: none, None: all)
+        turns = 0
+        if backend == "cuda":
+            workers = max(1, len(c.scheduler_info()["workers"]))
+            turns = encoders.turns(gpu_encode, 4 * int(np.prod(shape, dtype=np.int64)) // workers)
         chunk_voxels = int(np.prod(plan.max_block_shape(), dtype=np.int64))
         input_budget = keep.INPUT_BYTES_PER_CHUNK_VOXEL * chunk_voxels if keep_input else 0
         if backend == "cuda":
