@@ -265,8 +265,13 @@ def _block_digest(path: str, block: tuple[int, ...], storage: tuple[int, ...]) -
 
     z = zarr.open_array(path, mode="r")
     sl = tuple(slice(b * s, (b + 1) * s) for b, s in zip(block, storage, strict=True))
+    labels = z[sl]
     # the values, not their bytes in memory: uint32 and uint64 outputs of one labeling agree
-    return hashlib.blake2b(np.ascontiguousarray(z[sl], dtype=np.uint64).tobytes()).digest()
+    if labels.dtype.itemsize > 4 and (labels.size == 0 or labels.max() <= np.iinfo(np.uint32).max):
+        labels = labels.astype(np.uint32)
+    return hashlib.blake2b(
+        np.ascontiguousarray(labels, dtype=labels.dtype.newbyteorder("<"))
+    ).digest()
 
 
 def output_digest(path: str, client: Client) -> str:
