@@ -272,34 +272,3 @@ def test_numbering_chain_has_one_task_per_level(tmp_path, shape):
     count = next(k for k in dsk if kind(k) == "count")
     assert depth(count) == plan.ndim + 1
     assert max(depth(k) for k in dsk if kind(k) == "finals") == plan.ndim + 1
-
-
-def test_heap_is_frozen_during_a_run_and_restored_after(tmp_path, client):
-    import gc
-
-    from tilelabel.pipeline.runner import frozen_heap
-
-    with frozen_heap():
-        assert gc.get_freeze_count() > 0
-    assert gc.get_freeze_count() == 0
-    mine = [[]]  # tracked by the collector
-
-    def frozen(obj):  # frozen objects are in no generation
-        return not any(o is obj for o in gc.get_objects())
-
-    assert not frozen(mine)
-    gc.freeze()  # the process's owner froze it: left as it is
-    try:
-        with frozen_heap():
-            pass
-        assert frozen(mine)
-    finally:
-        gc.unfreeze()
-    assert not frozen(mine)
-    img = random_volume((16, 16, 16), 0.3, seed=2)
-    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
-    tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client)
-    assert gc.get_freeze_count() == 0
-    with pytest.raises(ValueError, match="already exists"):
-        tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client)
-    assert gc.get_freeze_count() == 0

@@ -13,15 +13,12 @@ in its attributes only once every chunk is written.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import gc
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,37 +219,6 @@ def gpu_memory_problem(
     return None
 
 
-@contextlib.contextmanager
-def frozen_heap() -> Iterator[None]:
-    """Leave the objects of this process that exist now out of the garbage collector's full
-    collections until the block ends (``gc.freeze``, undone by ``gc.unfreeze``).
-
-    A local cluster's scheduler runs in the client's process, and a full collection there
-    stops it: on an H100 node every 1024^3 run had one of 0.20-0.35 s, triggered by the graph's
-    submission while the labeling pass was being dispatched, and none in a zarr copy on the
-    same cluster. Objects made during the block are still collected as usual. A process whose
-    heap is frozen already (by its owner, or a run in another thread) or whose collector is off
-    is left as it is."""
-    if gc.get_freeze_count() or not gc.isenabled():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-def _with_frozen_heap(run: Callable) -> Callable:
-    @functools.wraps(run)
-    def frozen(*args, **kwargs):
-        with frozen_heap():
-            return run(*args, **kwargs)
-
-    return frozen
-
-
-@_with_frozen_heap
 def label_zarr(
     src: str,
     dst: str | None,
