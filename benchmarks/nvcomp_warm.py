@@ -1,11 +1,11 @@
 """Does a warm-up on a small tile load what a chunk's first nvCOMP batch needs?
 
-Each try is a fresh process: it warms nvCOMP up either as ``gpu_codec.warm`` did before
-2026-11-24 (one 256 KiB tile) or on one tile of the output's chunk size (128^3 uint32, 8 MiB),
-then times three batches of a 256x256x384 block of labels in 128^3 tiles. Prints one JSON line
-per try (seconds) and writes them to ``$OUT/nvcomp_warm.json``.
+Each try is a fresh process: it warms nvCOMP up with one batch of TILES tiles of BYTES each
+(``gpu_codec.warm``: one tile of 256 KiB), then times three batches of a 256x256x384 block of
+labels in 128^3 tiles (12 tiles of 8 MiB). Prints one JSON line per try (seconds) and writes
+them to ``$OUT/nvcomp_warm.json``.
 
-    python benchmarks/nvcomp_warm.py
+    python benchmarks/nvcomp_warm.py [TILESxBYTES ...]   # default: 1x262144 1x8388608 (twice)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 TILE = (128, 128, 128)
 
 
-def one_try(warm_bytes: int) -> dict[str, float]:
+def one_try(tiles: int, warm_bytes: int) -> dict[str, float]:
     import cupy as cp
     import numpy as np
     from nvidia import nvcomp
@@ -36,8 +36,11 @@ def one_try(warm_bytes: int) -> dict[str, float]:
     stream = cp.cuda.get_current_stream()
     out = {}
     start = time.perf_counter()
-    tile = (cp.arange(warm_bytes // 4, dtype=cp.uint32) // 7).view(cp.uint8)
-    gpu_codec._codec(stream).encode(nvcomp.as_arrays([tile], stream.ptr))
+    batch = [
+        (cp.arange(warm_bytes // 4, dtype=cp.uint32) // (7 + k)).view(cp.uint8)
+        for k in range(tiles)
+    ]
+    gpu_codec._codec(stream).encode(nvcomp.as_arrays(batch, stream.ptr))
     stream.synchronize()
     out["warm"] = time.perf_counter() - start
     for i in range(3):
@@ -49,19 +52,24 @@ def one_try(warm_bytes: int) -> dict[str, float]:
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--child":
-        print(json.dumps(one_try(int(sys.argv[2]))), flush=True)
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        print(json.dumps(one_try(int(sys.argv[2]), int(sys.argv[3]))), flush=True)
         return
+    # TILESxBYTES per try, in this order: the first process on a machine may pay more than its
+    # warm-up (caches of the driver), so the order matters
+    tries = sys.argv[1:] or ["1x262144", "1x8388608", "1x262144", "1x8388608"]
     rows = []
-    small, chunk = 1 << 18, 4 * TILE[0] * TILE[1] * TILE[2]
-    for warm_bytes in (small, chunk, small, chunk):
+    for spec in tries:
+        tiles, warm_bytes = (int(v) for v in spec.split("x"))
         done = subprocess.run(
-            [sys.executable, __file__, "--child", str(warm_bytes)],
+            [sys.executable, __file__, "--child", str(tiles), str(warm_bytes)],
             capture_output=True,
             text=True,
-            check=True,
         )
-        row = {"warm_tile_bytes": warm_bytes, **json.loads(done.stdout.splitlines()[-1])}
+        if done.returncode:
+            sys.exit(f"a try failed:\n{done.stderr[-2000:]}")
+        row = {"warm_tiles": tiles, "warm_tile_bytes": warm_bytes}
+        row |= json.loads(done.stdout.splitlines()[-1])
         rows.append(row)
         print(json.dumps(row), flush=True)
     out = Path(os.environ.get("OUT", "benchmarks/out"))

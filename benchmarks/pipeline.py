@@ -495,8 +495,16 @@ def warm_up(work: Path, methods: list[str]) -> None:
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc:
         with Client(lc, set_as_default=False) as c:
             for backend in backends:
+                # gpu_encode=True: on a fresh machine the first process's first real GPU
+                # compression took 2.6-3.7 s whatever the warm-up, later processes' 0.06 s
+                # (benchmarks/nvcomp_warm.py): a cache on disk is filled once per machine
                 tilelabel.label_zarr(
-                    src, str(work / "warm-out.zarr"), backend=backend, client=c, overwrite=True
+                    src,
+                    str(work / "warm-out.zarr"),
+                    backend=backend,
+                    client=c,
+                    overwrite=True,
+                    gpu_encode=backend == "cuda",
                 )
     shutil.rmtree(src, ignore_errors=True)
     shutil.rmtree(work / "warm-out.zarr", ignore_errors=True)

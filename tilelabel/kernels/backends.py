@@ -58,10 +58,9 @@ class Backend(Protocol):
         """Whether :meth:`encode_tiles` can compress with ``codec`` here (``"zstd"``)."""
         ...
 
-    def warm_encoder(self, codec: str, tile_bytes: int = 8 << 20) -> None:
-        """Load what :meth:`encode_tiles` needs for ``codec`` ahead of its first call, by
-        compressing one tile of ``tile_bytes`` (the output's storage chunk: the kernels a batch
-        uses depend on its tiles' size); a no-op where it cannot encode ``codec``."""
+    def warm_encoder(self, codec: str) -> None:
+        """Load what :meth:`encode_tiles` needs for ``codec`` ahead of its first call (a no-op
+        where it cannot encode ``codec``)."""
         ...
 
     def encoder_ready(self, codec: str) -> bool:
@@ -139,7 +138,7 @@ class CPUBackend:
     def can_encode(self, codec):
         return False  # zarr's own codec pool is the host's encoder
 
-    def warm_encoder(self, codec, tile_bytes=8 << 20):
+    def warm_encoder(self, codec):
         pass
 
     def encoder_ready(self, codec):

@@ -554,11 +554,11 @@ class CUDABackend:
         return codec == "zstd" and gpu_codec.available()
 
     @_on_thread_stream
-    def warm_encoder(self, codec, tile_bytes=8 << 20):
+    def warm_encoder(self, codec):
         from tilelabel.kernels import gpu_codec
 
         if self.can_encode(codec):
-            gpu_codec.warm(tile_bytes)
+            gpu_codec.warm()
 
     def encoder_ready(self, codec):
         from tilelabel.kernels import gpu_codec

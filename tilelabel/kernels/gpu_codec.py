@@ -61,19 +61,15 @@ def _codec(stream):
 WARM = threading.Event()
 
 
-def warm(tile_bytes: int = 8 << 20) -> None:
-    """Make this thread's codec and run it once on a tile of ``tile_bytes`` (label-like runs
-    of equal values). A process's first nvCOMP batch also loads the kernels it uses, which a
-    caller holding a shared encoder turn should not spend; which kernels depends on the tiles'
-    size. Measured on an H100 (2026-11-24), a 128^3 uint32 chunk's first batch took 0.62 and
-    4.0 s after a warm-up on a 256 KiB tile, 0.063 s after one on an 8 MiB tile (later
-    batches 0.03 s)."""
+def warm() -> None:
+    """Make this thread's codec and run it once on a small tile. A process's first nvCOMP
+    batch also loads the library's kernels (on a fresh node measured from 0.2 s to seconds),
+    which a caller holding a shared encoder turn should not spend."""
     import cupy as cp
     from nvidia import nvcomp
 
     stream = cp.cuda.get_current_stream()
-    words = max(1, int(tile_bytes) // 4)
-    tile = (cp.arange(words, dtype=np.uint32) // 7).view(np.uint8)
+    tile = cp.arange(1 << 16, dtype=np.uint32).view(np.uint8)
     _codec(stream).encode(nvcomp.as_arrays([tile], stream.ptr))
     stream.synchronize()
     WARM.set()

@@ -118,7 +118,7 @@ def _write_chunk(
     target(slices, labels)
 
 
-def _warm_encoder_soon(codec: str, tile_bytes: int) -> None:
+def _warm_encoder_soon(codec: str) -> None:
     """Load the device encoder in a background thread of this worker, while the labeling pass
     runs: loaded by the first write to take the GPU's turn, it held that turn while every other
     write went to the host (one such first batch held the only turn for seconds). Not as the
@@ -126,7 +126,7 @@ def _warm_encoder_soon(codec: str, tile_bytes: int) -> None:
     the run's critical path (last summary to resolve 0.5-1.2 s, against 0.05-0.35 s)."""
     threading.Thread(
         target=get_backend("cuda").warm_encoder,
-        args=(codec, tile_bytes),
+        args=(codec,),
         daemon=True,
         name="tilelabel-warm",
     ).start()
@@ -377,12 +377,11 @@ def label_zarr(
             # what a worker can hold of this volume's packed input, at most its budget
             kept = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
             _check_cuda_on_workers(c, plan, storage, ldt, conn, kept, turns)
-            # the output is made like the input: where the GPU may compress its chunks, load
-            # the encoder for chunks of their size (4-byte labels unless the count needs 8)
+            # the output is made like the input: load the encoder where the GPU may compress
+            # its chunks
             raw_in = zarr_io.raw_chunks(src_arr) if turns != 0 else None
             if raw_in is not None:
-                tile = raw_in.tile[len(lead) :]
-                c.run(_warm_encoder_soon, raw_in.codec, 4 * int(np.prod(tile, dtype=np.int64)))
+                c.run(_warm_encoder_soon, raw_in.codec)
         graph = build_merge_graph(
             Source(lambda idx: source),
             plan,
