@@ -68,7 +68,7 @@ from tilelabel.pipeline.cluster import (  # noqa: E402
     cluster_threads,
     cuda_cluster,
 )
-from tilelabel.pipeline.plan import plan_for_run  # noqa: E402
+from tilelabel.pipeline.plan import plan_for_run, plan_for_storage  # noqa: E402
 from tilelabel.pipeline.zarr_io import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
 from tilelabel.synth import write_random_zarr  # noqa: E402
 
@@ -260,12 +260,10 @@ def zarr_copy(src: str, dst: str, client: Client, backend: str, chunks) -> None:
     client.gather(futures)
 
 
-def _block_digest(path: str, block: tuple[int, ...], storage: tuple[int, ...]) -> bytes:
+def _block_digest(source: ZarrSource, slices: tuple[slice, ...]) -> bytes:
     import hashlib
 
-    z = zarr.open_array(path, mode="r")
-    sl = tuple(slice(b * s, (b + 1) * s) for b, s in zip(block, storage, strict=True))
-    labels = z[sl]
+    labels = source(slices)
     # the values, not their bytes in memory: uint32 and uint64 outputs of one labeling agree
     if labels.dtype.itemsize > 4 and (labels.size == 0 or labels.max() <= np.iinfo(np.uint32).max):
         labels = labels.astype(np.uint32)
@@ -280,15 +278,11 @@ def output_digest(path: str, client: Client) -> str:
     one volume (and the same volume in another session) can be compared without holding two
     outputs at once."""
     import hashlib
-    import itertools
 
     z = zarr.open_array(path, mode="r")
-    storage = storage_chunks(z)
-    grid = [range(-(-n // s)) for n, s in zip(z.shape, storage, strict=True)]
-    blocks = list(itertools.product(*grid))  # raster order
-    parts = client.gather(
-        client.map(_block_digest, [path] * len(blocks), blocks, [storage] * len(blocks))
-    )
+    plan = plan_for_storage(z.shape, storage_chunks(z), storage_chunks(z))
+    slices = [plan.slices(i) for i in plan.indices()]  # raster order
+    parts = client.gather(client.map(_block_digest, [ZarrSource(path)] * len(slices), slices))
     return hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest()
 
 

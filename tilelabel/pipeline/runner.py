@@ -125,10 +125,7 @@ def _warm_encoder_soon(codec: str) -> None:
     merge begins: 16 processes loading nvCOMP at once delayed the merge's chain of small tasks,
     the run's critical path (last summary to resolve 0.5-1.2 s, against 0.05-0.35 s)."""
     threading.Thread(
-        target=get_backend("cuda").warm_encoder,
-        args=(codec,),
-        daemon=True,
-        name="tilelabel-warm",
+        target=get_backend("cuda").warm_encoder, args=(codec,), daemon=True, name="tilelabel-warm"
     ).start()
 
 
