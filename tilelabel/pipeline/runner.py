@@ -29,7 +29,7 @@ from tilelabel import connectivity as conn_mod
 from tilelabel._version import __version__
 from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import get_backend, resolve_backend
-from tilelabel.pipeline import encoders, keep, ome, zarr_io
+from tilelabel.pipeline import encoders, heap, keep, ome, zarr_io
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.cluster import check_workers_per_gpu, cluster_threads, connect
 from tilelabel.pipeline.graph import (
@@ -216,6 +216,7 @@ def gpu_memory_problem(
     return None
 
 
+@heap.during_runs
 def label_zarr(
     src: str,
     dst: str | None,
