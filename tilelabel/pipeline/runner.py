@@ -316,6 +316,10 @@ def label_zarr(
         least :data:`~tilelabel.pipeline.encoders.MIN_BYTES_PER_WORKER` of labels (loading
         the encoder in every worker costs more than it saves on smaller outputs), else none;
         True: the GPU compresses every chunk; False: the host does.
+
+    While it runs, this process's heap is frozen (``gc.freeze``, thawed once the last of its
+    runs ends; see :mod:`tilelabel.pipeline.heap`), so that a local cluster's scheduler, which
+    runs in this process, is not stopped by full garbage collections of it.
     """
     start = time.perf_counter()
     opts = stats_mod.options(bool(stats), min_size, max_size, intensity is not None)
