@@ -272,3 +272,17 @@ def test_numbering_chain_has_one_task_per_level(tmp_path, shape):
     count = next(k for k in dsk if kind(k) == "count")
     assert depth(count) == plan.ndim + 1
     assert max(depth(k) for k in dsk if kind(k) == "finals") == plan.ndim + 1
+
+
+def test_the_gpu_may_compress_only_plain_outputs_when_given_turns(tmp_path):
+    """One decision for the encoder's warm-up (from the input the output is made like) and for
+    the writes (from the output): no turns, or an OME label image's t/c axes, leave the chunks
+    to zarr."""
+    from tilelabel.pipeline.runner import _device_chunks
+    from tilelabel.pipeline.zarr_io import RawChunks
+
+    arr = zarr.create_array(tmp_path / "a.zarr", shape=(4, 8, 8), chunks=(2, 4, 4), dtype="u4")
+    assert _device_chunks(arr, 1, 0) == RawChunks("zstd", (2, 4, 4))
+    assert _device_chunks(arr, None, 0) == RawChunks("zstd", (2, 4, 4))
+    assert _device_chunks(arr, 0, 0) is None
+    assert _device_chunks(arr, 1, 2) is None

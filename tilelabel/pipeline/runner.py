@@ -118,6 +118,13 @@ def _write_chunk(
     target(slices, labels)
 
 
+def _device_chunks(out, turns: int | None, lead: int) -> zarr_io.RawChunks | None:
+    """The layout of ``out``'s chunks (an output, or the input it is made like) where a GPU
+    may compress them (see _write_chunk); None where zarr encodes them: no encoder turns, an
+    OME label image's ``lead`` t/c axes, or chunks no device encoder writes."""
+    return zarr_io.raw_chunks(out) if turns != 0 and not lead else None
+
+
 def _warm_encoder_soon(codec: str) -> None:
     """Load the device encoder in a background thread of this worker, while the labeling pass
     runs: loaded by the first write to take the GPU's turn, it held that turn while every other
@@ -379,9 +386,9 @@ def label_zarr(
             # what a worker can hold of this volume's packed input, at most its budget
             kept = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
             _check_cuda_on_workers(c, plan, storage, ldt, conn, kept, turns)
-            # the output is made like the input: load the encoder where the GPU may compress
-            # its chunks
-            raw_in = zarr_io.raw_chunks(src_arr) if turns != 0 else None
+            # the output is made like the input (an OME label image keeps the t/c axes): load
+            # the encoder where the GPU may compress its chunks
+            raw_in = _device_chunks(src_arr, turns, len(lead) if ome_name else 0)
             if raw_in is not None:
                 c.run(_warm_encoder_soon, raw_in.codec)
         graph = build_merge_graph(
@@ -456,9 +463,7 @@ def label_zarr(
                 out = zarr_io.create_output(
                     dst, src_arr, out_dtype, attrs, overwrite, storage_options, lead=len(lead)
                 )
-            # None: zarr encodes (an OME label image's t/c axes, or chunks no device encoder
-            # writes); else each worker's backend may, if it can (see _write_chunk)
-            raw = zarr_io.raw_chunks(out) if turns != 0 and not out_lead else None
+            raw = _device_chunks(out, turns, len(out_lead))
             target = zarr_io.ZarrTarget(dst_url, storage_options, out_lead, raw)
             # each write goes to the worker that kept its chunk's labels or input, if one did
             # (elsewhere it reads and labels the chunk again)
