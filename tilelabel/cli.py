@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with cuda, compress every output chunk on the GPU (nvCOMP zstd, where installed "
         "and the output's codec is plain zstd) instead of zarr on the host (default: "
         f"--gpu-encoders {DEFAULT_TURNS} where each worker writes at least "
-        f"{MIN_BYTES_PER_WORKER >> 30} GiB of labels, else --no-gpu-encode)",
+        f"{MIN_BYTES_PER_WORKER >> 20} MiB of labels, else --no-gpu-encode)",
     )
     enc.add_argument(
         "--gpu-encoders",

@@ -15,6 +15,9 @@ def test_turns_per_option():
     big = encoders.MIN_BYTES_PER_WORKER
     assert encoders.turns(None, big) == encoders.DEFAULT_TURNS
     assert encoders.turns(None, big - 1) == 0
+    # 16 workers, 4-byte labels: measured no faster at 1024^3, faster at 1536^3 and 2048^3
+    assert encoders.turns(None, 4 * 1024**3 // 16) == 0
+    assert encoders.turns(None, 4 * 1536**3 // 16) == encoders.DEFAULT_TURNS
     assert encoders.turns(True, 1) is None and encoders.turns(2, 1) == 2  # as asked
     assert encoders.turns(True) is None  # no limit: the GPU compresses every chunk
     assert encoders.turns(False) == 0

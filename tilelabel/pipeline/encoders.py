@@ -32,10 +32,11 @@ DEFAULT_TURNS = 1
 #: kernels first (seconds on a fresh process, and 16 processes loading them slow the labeling
 #: pass that runs meanwhile), which only a large output repays. Measured on one H100 with 16
 #: workers (2026-11-23/24): at 1024^3 (256 MiB per worker) one turn was slower than the host
-#: alone or no faster in every call (up to 1 s slower with the warm-up on full-size tiles),
-#: at 2048^3 (2 GiB per worker) it shortened the writing pass by 0.75-2.2 s. Sizes in between
-#: were not measured.
-MIN_BYTES_PER_WORKER = 1 << 30
+#: alone or no faster in every call (up to 1 s slower with the warm-up on full-size tiles);
+#: at 1536^3 (864 MiB per worker) it made every run faster (0.1-1.4 s of 6-9 s, d 0.05 and
+#: 0.2, two runs each); at 2048^3 (2 GiB per worker) it shortened the writing pass by
+#: 0.75-2.2 s. Sizes between 256 and 864 MiB per worker were not measured.
+MIN_BYTES_PER_WORKER = 512 << 20
 
 #: output chunks this process's writes compressed on each side ("device" with a turn,
 #: "host" without), for benchmarks to report how the work was split
