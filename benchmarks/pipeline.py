@@ -405,7 +405,7 @@ def _run_method(method, src, dst, args, gpu, gpus, per_gpu) -> list[dict]:
     )
     rows = []
     with cluster, Client(cluster, set_as_default=False) as client:
-        for repeat in range(getattr(args, "repeat", 1)):
+        for repeat in range(args.repeat):
             rows.append(_timed_run(method, src, dst, args, gpu, client) | {"repeat": repeat})
     return rows
 
@@ -467,11 +467,11 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         # collections of 5 ms or more during the run, as gc_pauses records them but starting
         # in seconds after t0; the client's process is also the local cluster's scheduler's
         "gc_pauses": {
-            "client": [[round(p[0] - t0_wall, 3), *p[1:]] for p in client_gc if p[0] >= t0_wall],
-            "workers": [[round(p[0] - t0_wall, 3), *p[1:]] for p in workers_gc if p[0] >= t0_wall],
+            where: [[round(p[0] - t0_wall, 3), *p[1:]] for p in pauses if p[0] >= t0_wall]
+            for where, pauses in (("client", client_gc), ("workers", workers_gc))
         },
     }
-    if getattr(args, "save_stream", False):
+    if args.save_stream:
         row["stream"] = task_records(stream.data, t0_wall, list(info))
     return row
 

@@ -19,9 +19,16 @@ def default_workers() -> int:
     return usable_cores()
 
 
-def cluster_threads(client: Client) -> int:
-    """Worker threads of the client's cluster, all workers together."""
-    return sum(w["nthreads"] for w in client.scheduler_info()["workers"].values()) or 1
+def worker_threads(client: Client) -> dict[str, int]:
+    """Threads of each worker of the client's cluster (one round trip to the scheduler)."""
+    return {w: info["nthreads"] for w, info in client.scheduler_info()["workers"].items()}
+
+
+def cluster_threads(client: Client | dict[str, int]) -> int:
+    """Worker threads of the client's cluster (or of :func:`worker_threads`' answer), all
+    workers together."""
+    threads = worker_threads(client) if isinstance(client, Client) else client
+    return sum(threads.values()) or 1
 
 
 @contextmanager

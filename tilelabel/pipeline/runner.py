@@ -31,7 +31,12 @@ from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import get_backend, resolve_backend
 from tilelabel.pipeline import encoders, heap, keep, ome, zarr_io
 from tilelabel.pipeline import stats as stats_mod
-from tilelabel.pipeline.cluster import check_workers_per_gpu, cluster_threads, connect
+from tilelabel.pipeline.cluster import (
+    check_workers_per_gpu,
+    cluster_threads,
+    connect,
+    worker_threads,
+)
 from tilelabel.pipeline.graph import (
     Source,
     build_merge_graph,
@@ -97,10 +102,8 @@ def _write_chunk(
     be = get_backend(backend)
     # with a limit on turns, a process whose encoder is still loading leaves the chunk to the
     # host rather than hold a turn while it loads (see _warm_encoder_soon)
-    if (
-        raw is not None
-        and be.can_encode(raw.codec)
-        and (turns is None or be.encoder_ready(raw.codec))
+    if raw is not None and (
+        be.can_encode(raw.codec) if turns is None else be.encoder_ready(raw.codec)
     ):
         # the device compresses the chunk if it has a turn free; the host only stores the
         # bytes, after the turn is given back
@@ -147,6 +150,7 @@ def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list
 
 def _check_cuda_on_workers(
     client: Client,
+    threads: dict[str, int],
     plan,
     storage,
     label_dtype,
@@ -156,6 +160,7 @@ def _check_cuda_on_workers(
 ) -> None:
     """Every worker has a usable GPU with room for the largest chunk, or a clear error.
 
+    ``threads``: per worker, its threads (:func:`~tilelabel.pipeline.cluster.worker_threads`).
     ``turns``: how many of a GPU's worker threads may compress output at once (None: all;
     see :mod:`tilelabel.pipeline.encoders`); each of those needs room for the encoder too.
     """
@@ -169,7 +174,6 @@ def _check_cuda_on_workers(
         )
     block = plan.max_block_shape()
     report = client.run(chunk_memory, "cuda", block, label_dtype, connectivity, False)
-    threads = {w: info["nthreads"] for w, info in client.scheduler_info()["workers"].items()}
     extra = 0
     if turns != 0:
         encoding = client.run(chunk_memory, "cuda", block, label_dtype, connectivity, True)
@@ -365,8 +369,9 @@ def label_zarr(
         ivals = zarr_io.ZarrSource(zarr_io.normalize_url(intensity), storage_options)
         isource = Source(lambda idx: ivals)
     with connect(client, scheduler, workers, backend, cluster, workers_per_gpu) as c:
+        threads = worker_threads(c)
         # small volumes get smaller chunks, so that every worker thread works
-        plan = plan_for_run(shape, storage, chunks, backend, cluster_threads(c))
+        plan = plan_for_run(shape, storage, chunks, backend, cluster_threads(threads))
         log.info(
             "labeling %s %s in %d chunks of up to %s",
             shape,
@@ -376,16 +381,15 @@ def label_zarr(
         )
         # how many of a GPU's threads may compress output at once (0: none, None: all)
         turns = 0
-        if backend == "cuda":
-            workers = max(1, len(c.scheduler_info()["workers"]))
-            turns = encoders.turns(gpu_encode, 4 * int(np.prod(shape, dtype=np.int64)) // workers)
         chunk_voxels = int(np.prod(plan.max_block_shape(), dtype=np.int64))
         input_budget = keep.INPUT_BYTES_PER_CHUNK_VOXEL * chunk_voxels if keep_input else 0
         if backend == "cuda":
+            per_worker = 4 * int(np.prod(shape, dtype=np.int64)) // max(1, len(threads))
+            turns = encoders.turns(gpu_encode, per_worker)
             ldt = local_dtype(plan.max_block_shape(), conn)
             # what a worker can hold of this volume's packed input, at most its budget
             kept = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
-            _check_cuda_on_workers(c, plan, storage, ldt, conn, kept, turns)
+            _check_cuda_on_workers(c, threads, plan, storage, ldt, conn, kept, turns)
             # the output is made like the input (an OME label image keeps the t/c axes): load
             # the encoder where the GPU may compress its chunks
             raw_in = _device_chunks(src_arr, turns, len(lead) if ome_name else 0)
