@@ -22,6 +22,9 @@ high-water mark) belongs to that run alone.
   ``tilelabel-gpu`` with ``gpu_encode=True`` / ``False`` / ``N`` (nvCOMP compresses every
   output chunk on the GPU / zarr all of them on the host / at most N writes per GPU compress
   on it at once, the rest on the host; ``tilelabel-gpu``: tilelabel's default);
+- any GPU method ``@W`` or ``@WxT`` (``tilelabel-gpu-gpuencode@4x1``): that method on W
+  workers per GPU (of T threads each) instead of ``--workers-per-gpu`` (and
+  ``--threads-per-worker``), so that one input serves several cluster shapes;
 - ``dask-image``: ``dask_image.ndmeasure.label`` with the same structure, stored with ``to_zarr``.
 
     python benchmarks/pipeline.py --sizes 1024 2048 --densities 0.05 0.2 --out DIR
@@ -195,14 +198,16 @@ def pinned(cores: int | None):
         every_thread(mine)
 
 
-def gpu_cluster(gpus: int, threads: int | None, per_gpu: int | None):
+def gpu_cluster(gpus: int, threads: int | None, per_gpu: int | None, per_worker: int | None = None):
     """tilelabel's GPU cluster on ``gpus`` GPUs: ``per_gpu`` workers per GPU (None: tilelabel's
     default) sharing ``threads`` host threads per GPU (None: tilelabel's default), so that
     adding GPUs adds the host threads that come with them (as on a cluster of GPU nodes; the
-    caller holds the run to those cores, see :func:`pinned`)."""
+    caller holds the run to those cores, see :func:`pinned`). ``per_worker`` overrides the
+    task threads of each worker (their codec pools still span every core they may use)."""
     if threads is not None and per_gpu is None:  # tilelabel's default, on ``threads`` cores
         per_gpu = min(MAX_WORKERS_PER_GPU, threads)
     per_thread = None if threads is None else max(1, threads // (per_gpu or 1))
+    per_thread = per_worker or per_thread
     return cuda_cluster(
         gpus, per_gpu, threads_per_worker=per_thread, dashboard_address=None, memory_limit=0
     )
@@ -369,7 +374,7 @@ SUFFIXES = re.compile(r"(-keep|-reread|-hostencode|-gpuencode\d*)+$")
 
 
 def is_gpu(method: str) -> bool:
-    return SUFFIXES.sub("", method).endswith("-gpu")
+    return SUFFIXES.sub("", method.partition("@")[0]).endswith("-gpu")
 
 
 def gpu_encode_option(method: str) -> bool | int | None:
@@ -387,21 +392,34 @@ def stored_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
+def cluster_shape(method: str) -> tuple[str, int | None, int | None]:
+    """A method name without its ``@W`` / ``@WxT`` suffix, and W and T (None where absent)."""
+    name, _, shape = method.partition("@")
+    if not shape:
+        return name, None, None
+    found = re.fullmatch(r"(\d+)(?:x(\d+))?", shape)
+    if found is None:
+        raise ValueError(f"{method}: expected METHOD@W or METHOD@WxT")
+    return name, int(found[1]), int(found[2]) if found[2] else None
+
+
 def run_method(
     method: str, src: str, dst: str, args, gpus: int = 1, per_gpu: int | None = None
 ) -> list[dict]:
     """One row per run of ``method`` (``--repeat`` runs, one after the other on one fresh
     cluster: the first pays the workers' first use, the later ones show a warm cluster)."""
+    method, own_per_gpu, per_worker = cluster_shape(method)
     gpu = is_gpu(method)
     cores = gpus * args.threads_per_gpu if gpu and args.threads_per_gpu else None
+    shape = (own_per_gpu or per_gpu, per_worker or args.threads_per_worker)
     with pinned(cores):
-        rows = _run_method(method, src, dst, args, gpu, gpus, per_gpu)
+        rows = _run_method(method, src, dst, args, gpu, gpus, shape)
     return [r | {"cores": cores} for r in rows]
 
 
-def _run_method(method, src, dst, args, gpu, gpus, per_gpu) -> list[dict]:
+def _run_method(method, src, dst, args, gpu, gpus, shape) -> list[dict]:
     cluster = (
-        gpu_cluster(gpus, args.threads_per_gpu, per_gpu) if gpu else cpu_cluster(args.cpu_workers)
+        gpu_cluster(gpus, args.threads_per_gpu, *shape) if gpu else cpu_cluster(args.cpu_workers)
     )
     rows = []
     with cluster, Client(cluster, set_as_default=False) as client:
@@ -493,16 +511,22 @@ def environment(setting: str):
                 os.environ[k] = v
 
 
-def warm_up(work: Path, methods: list[str]) -> None:
+def warm_up(work: Path, methods: list[str], storage_chunk: int) -> None:
     """Compile (and cache on disk) every numba and CUDA kernel the timed runs use, so that no
-    run pays for compilation: numba's cache lives beside the sources, CuPy's in ~/.cupy."""
+    run pays for compilation: numba's cache lives beside the sources, CuPy's in ~/.cupy.
+    The GPU's warm-up compresses a whole GPU chunk of the runs' own storage tiles: after one on
+    a single 32^3 or 128^3 tile, the first timed run's writes of 512^3 chunks (64 tiles of 128^3)
+    still took 3-4 s longer on a fresh H100 (2026-11-24)."""
     src = str(work / "warm.zarr")
-    write_random_zarr(src, (64, 64, 64), (32, 32, 32), 0.3, 1, seed=0, overwrite=True)
+    side = 4 * storage_chunk  # a 512^3 chunk with the default 128^3 tiles, as the runs' own
+    write_random_zarr(src, (side,) * 3, (storage_chunk,) * 3, 0.3, 1, seed=0, overwrite=True)
     backends = ["cpu"] + (["cuda"] if any(m.startswith("tilelabel-gpu") for m in methods) else [])
     # a worker process of its own: kernels compiled here would stay in this process, the timed
     # runs' scheduler's, and every full collection there would traverse them (340-360k objects
     # against 220-235k on an H100, 0.20-0.26 s against 0.10-0.17 s)
-    with LocalCluster(n_workers=1, processes=True, dashboard_address=None) as lc:
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as lc:
         with Client(lc, set_as_default=False) as c:
             for backend in backends:
                 # gpu_encode=True: on a fresh machine the first process's first real GPU
@@ -515,6 +539,7 @@ def warm_up(work: Path, methods: list[str]) -> None:
                     client=c,
                     overwrite=True,
                     gpu_encode=backend == "cuda",
+                    chunks=(side,) * 3,
                 )
     shutil.rmtree(src, ignore_errors=True)
     shutil.rmtree(work / "warm-out.zarr", ignore_errors=True)
@@ -553,6 +578,12 @@ def main() -> None:
         help="host threads per GPU (zarr decoding and encoding), shared by its workers; each "
         "GPU run is held to the first GPUs x T cores of the node (default: tilelabel's cluster "
         "default on every core)",
+    )
+    p.add_argument(
+        "--threads-per-worker",
+        type=int,
+        default=None,
+        help="task threads of each GPU worker (default: its share of the GPU's threads)",
     )
     p.add_argument(
         "--workers-per-gpu",
@@ -618,7 +649,7 @@ def main() -> None:
         device = f"{props['name'].decode()} x{cp.cuda.runtime.getDeviceCount()}"
     except Exception:
         pass
-    warm_up(work, args.methods)
+    warm_up(work, args.methods, args.storage_chunk)
     for size in args.sizes:
         for density in args.densities:
             shape = (size,) * 3
@@ -685,6 +716,7 @@ def main() -> None:
         "gpus": args.gpus,
         "workers_per_gpu": args.workers_per_gpu,
         "threads_per_gpu": args.threads_per_gpu,
+        "threads_per_worker": args.threads_per_worker,
         "env": args.env,
         "storage_chunk": args.storage_chunk,
         "codec": "zarr default (zstd)",
