@@ -1,8 +1,10 @@
-"""GPU encoder turns: node-wide flock turns per device, taken without waiting."""
+"""GPU encoder turns: node-wide flock turns per device, taken at once or after a bounded wait."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
+import time
 
 import pytest
 
@@ -11,13 +13,13 @@ from tilelabel.pipeline import encoders
 
 def test_turns_per_option():
     assert encoders.turns(None) == encoders.DEFAULT_TURNS
-    # by default, only an output large enough to repay loading the encoder in every worker
-    big = encoders.MIN_BYTES_PER_WORKER
-    assert encoders.turns(None, big) == encoders.DEFAULT_TURNS
-    assert encoders.turns(None, big - 1) == 0
-    # 16 workers, 4-byte labels: measured no faster at 1024^3, faster at 1536^3 and 2048^3
-    assert encoders.turns(None, 4 * 1024**3 // 16) == 0
-    assert encoders.turns(None, 4 * 1536**3 // 16) == encoders.DEFAULT_TURNS
+    # by default, only an output with enough tiles to repay loading the encoder in every worker
+    enough = encoders.MIN_BATCH_TILES * encoders.MIN_BATCH_CHUNKS
+    assert encoders.turns(None, enough) == encoders.DEFAULT_TURNS
+    assert encoders.turns(None, enough - 1) == 0
+    # 128^3 storage chunks: 1024^3 (512 tiles) and up measured faster with the GPU compressing
+    assert encoders.turns(None, (1024 // 128) ** 3) == encoders.DEFAULT_TURNS
+    assert encoders.turns(None, (512 // 128) ** 3) == 0
     assert encoders.turns(True, 1) is None and encoders.turns(2, 1) == 2  # as asked
     assert encoders.turns(True) is None  # no limit: the GPU compresses every chunk
     assert encoders.turns(False) == 0
@@ -60,3 +62,31 @@ def test_a_turn_holds_across_processes_and_dies_with_its_holder(tmp_path):
         holder.join()
     with encoders.turn(dev, 1) as mine:
         assert mine
+
+
+def test_a_write_waits_for_a_turn_up_to_its_limit(tmp_path):
+    dev = f"test-{tmp_path.name}"
+    got: list[tuple[bool, float]] = []
+
+    def wait(seconds):
+        t0 = time.monotonic()
+        with encoders.turn(dev, 1, wait=seconds) as mine:
+            got.append((mine, time.monotonic() - t0))
+
+    with encoders.turn(dev, 1) as mine:
+        assert mine
+        late = threading.Thread(target=wait, args=(0.1,))
+        late.start()
+        late.join()  # gave up while the turn stayed taken
+        patient = threading.Thread(target=wait, args=(30.0,))
+        patient.start()
+        time.sleep(0.2)
+    patient.join()  # took the turn once it was given back
+    (gave_up, waited), (took, took_after) = got
+    assert not gave_up and waited >= 0.1
+    assert took and 0.2 <= took_after < 30.0
+
+
+def test_the_wait_grows_with_the_chunk():
+    assert encoders.wait_for(0) == 0
+    assert encoders.wait_for(1024 << 20) == 2 * encoders.wait_for(512 << 20) > 0

@@ -251,6 +251,43 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
     assert any(out["turn"][1][k] != host[k] for k in host)  # the turn was taken
 
 
+def test_default_gpu_encoding_keeps_enough_tiles_per_chunk(tmp_path, caplog):
+    """By default the GPU compresses an output of enough storage chunks, in processing chunks
+    of at least MIN_BATCH_TILES of them where two per worker thread would hold fewer; a smaller
+    output goes to the host in chunks that give every thread two."""
+    import logging
+
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    from tilelabel.kernels.gpu_codec import available
+    from tilelabel.pipeline import encoders
+    from tilelabel.pipeline.plan import plan_for_run
+
+    if not available():
+        pytest.skip("needs nvidia-nvcomp")
+    tile, threads = (8, 8, 8), 8
+    img = random_volume((64, 64, 64), 0.3, 1, seed=5)  # 512 tiles: the default's least
+    cases = (((64, 64, 64), encoders.MIN_BATCH_TILES), ((32, 64, 64), 1))
+    with LocalCUDACluster(n_workers=1, threads_per_worker=threads, dashboard_address=None) as cl:
+        with Client(cl, set_as_default=False) as c:
+            for shape, min_tiles in cases:
+                part = np.ascontiguousarray(img[: shape[0]])
+                src = write_zarr(tmp_path / f"in{shape[0]}.zarr", part, tile)
+                dst = str(tmp_path / f"out{shape[0]}.zarr")
+                caplog.clear()
+                with caplog.at_level(logging.INFO, logger="tilelabel"):
+                    tilelabel.label_zarr(src, dst, backend="cuda", client=c)
+                (record,) = [r for r in caplog.records if "chunks of up to" in r.msg]
+                plan = plan_for_run(shape, tile, None, "cuda", threads, min_tiles)
+                assert record.args[2:] == (plan.nchunks, plan.max_block_shape())
+                want, _ = ndimage.label(part, np.ones((3, 3, 3)))
+                np.testing.assert_array_equal(zarr.open_array(dst)[...], want)
+    # two chunks per thread alone would have cut the large output into chunks of fewer tiles
+    big = plan_for_run((64,) * 3, tile, None, "cuda", threads, encoders.MIN_BATCH_TILES)
+    assert plan_for_run((64,) * 3, tile, None, "cuda", threads).nchunks > big.nchunks == 8
+
+
 def _chunk_files(root) -> dict[str, bytes]:
     import os
 

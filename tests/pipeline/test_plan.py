@@ -63,3 +63,19 @@ def test_run_plan_gives_every_thread_two_chunks_of_small_volumes():
     # explicit chunks win; a tiny volume still gets its storage chunks
     assert plan_for_run((512,) * 3, (64,) * 3, (256,) * 3, "cuda", 16).nchunks == 8
     assert plan_for_run((8, 8), (4, 4), None, "cpu", 64).max_block_shape() == (4, 4)
+
+
+def test_run_plan_keeps_enough_tiles_for_a_gpu_encoder():
+    # 1024^3 in 128^3 tiles, 16 threads: 48 chunks of 24 tiles, or 8 of 64 where the GPU
+    # compresses the output (it compresses one chunk's tiles side by side)
+    assert plan_for_run((1024,) * 3, (128,) * 3, None, "cuda", 16).nchunks == 48
+    gpu = plan_for_run((1024,) * 3, (128,) * 3, None, "cuda", 16, min_tiles=64)
+    assert gpu.max_block_shape() == (512, 512, 512) and gpu.nchunks == 8
+    # never above the backend's target, however large the tiles
+    huge = plan_for_run((2048,) * 3, (256,) * 3, None, "cuda", 16, min_tiles=64)
+    assert huge.max_block_shape() == (512, 512, 512)
+    # more tiles than the floor where the volume allows two chunks per thread anyway
+    small_tiles = plan_for_run((1024,) * 3, (64,) * 3, None, "cuda", 16, min_tiles=64)
+    assert all(b >= 256 for b in small_tiles.max_block_shape())
+    # explicit chunks win
+    assert plan_for_run((1024,) * 3, (128,) * 3, (256,) * 3, "cuda", 16, 64).nchunks == 64

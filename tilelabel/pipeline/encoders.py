@@ -1,12 +1,13 @@
 """Which writes the GPU compresses: a few node-wide turns per GPU, the rest go to the host.
 
 On a node with many cores per GPU, neither side is fast enough alone: 16 cores compress
-uint32 labels with zstd at 3.6-5.5 GB/s, one H100 at 4.1-7.7 GB/s whatever the number of
-processes feeding it (``benchmarks/gpu_encode.py``, RESULTS.md). So each write first tries
-to take one of a few *turns* on its GPU; with one it lets the GPU compress its chunk, without
-it (all taken by other workers' writes) it hands the labels to zarr on the host at once. The
-GPU stays busy compressing while the cores compress the rest, and which side takes a chunk
-follows how busy each is, not a fixed split.
+uint32 labels with zstd at 3.6-5.5 GB/s, one H100 at 11-13 GB/s in chunks of 64 tiles
+whatever the number of processes feeding it (``benchmarks/gpu_encode.py``, RESULTS.md). So
+each write, its chunk labeled again on the GPU, tries to take one of a few *turns* on its GPU
+for the compression alone; with one the GPU compresses the chunk, and where all stay taken by
+other workers' writes for about as long as the host would take to compress it, it hands the
+labels to zarr on the host. The GPU stays busy compressing while the cores compress the rest,
+and which side takes a chunk follows how busy each is, not a fixed split.
 
 Turns are ``flock`` locks on files under the temporary directory, one file per turn and GPU
 (named by host and PCI bus id), so they hold across the worker processes that share a GPU,
@@ -20,6 +21,7 @@ import os
 import re
 import socket
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,29 +29,32 @@ from pathlib import Path
 #: turns per GPU with ``gpu_encode=None`` (the default), where the output is large enough
 DEFAULT_TURNS = 1
 
-#: with ``gpu_encode=None``, the GPU compresses output only where each worker process writes at
-#: least this many bytes of (4-byte) labels. Every process that may take a turn loads nvCOMP's
-#: kernels first (seconds on a fresh process, and 16 processes loading them slow the labeling
-#: pass that runs meanwhile), which only a large output repays. Measured on one H100 with 16
-#: workers (2026-11-23/24): at 1024^3 (256 MiB per worker) one turn was slower than the host
-#: alone or no faster in every call (up to 1 s slower with the warm-up on full-size tiles);
-#: at 1536^3 (864 MiB per worker) it made every run faster (0.1-1.4 s of 6-9 s, d 0.05 and
-#: 0.2, two runs each); at 2048^3 (2 GiB per worker) it shortened the writing pass by
-#: 0.75-2.2 s. Sizes between 256 and 864 MiB per worker were not measured.
-MIN_BYTES_PER_WORKER = 512 << 20
+#: fewest storage tiles a processing chunk holds where the GPU compresses the output (see
+#: :func:`tilelabel.pipeline.plan.plan_for_run`). nvCOMP compresses a batch's tiles side by side,
+#: each tile on its own, and a GPU runs one process's kernels at a time, so the tiles of one
+#: chunk are all the work it has in hand: on one H100 (``benchmarks/gpu_encode.py``, 128^3
+#: uint32 tiles, d 0.05, 1 to 16 processes), chunks of 24 tiles compressed at 3.0-3.2 GB/s in
+#: all, chunks of 64 tiles at 11.3-12.9 GB/s.
+MIN_BATCH_TILES = 64
+
+#: with ``gpu_encode=None``, the GPU compresses output only where it holds at least this many
+#: chunks of :data:`MIN_BATCH_TILES` tiles (1024^3 in 128^3 tiles), so that every worker process
+#: that loads nvCOMP has writes to repay it. Measured at 1024^3 and 2048^3 (benchmarks/RESULTS.md);
+#: smaller outputs were not measured and are left to the host.
+MIN_BATCH_CHUNKS = 8
 
 #: output chunks this process's writes compressed on each side ("device" with a turn,
 #: "host" without), for benchmarks to report how the work was split
 tally: Counter = Counter()
 
 
-def turns(gpu_encode: bool | int | None, bytes_per_worker: int | None = None) -> int | None:
+def turns(gpu_encode: bool | int | None, tiles: int | None = None) -> int | None:
     """Turns per GPU for a ``gpu_encode`` option: 0 (the host compresses everything), a count,
     or None (no limit: the GPU compresses every chunk). ``None`` (the default option) gives
-    :data:`DEFAULT_TURNS` where each worker process writes ``bytes_per_worker`` of at least
-    :data:`MIN_BYTES_PER_WORKER` (or that is not known yet), else 0."""
+    :data:`DEFAULT_TURNS` where the output has ``tiles`` storage tiles of at least
+    :data:`MIN_BATCH_TILES` x :data:`MIN_BATCH_CHUNKS` (or that is not known yet), else 0."""
     if gpu_encode is None:
-        small = bytes_per_worker is not None and bytes_per_worker < MIN_BYTES_PER_WORKER
+        small = tiles is not None and tiles < MIN_BATCH_TILES * MIN_BATCH_CHUNKS
         return 0 if small else DEFAULT_TURNS
     if isinstance(gpu_encode, bool):
         return None if gpu_encode else 0
@@ -66,17 +71,27 @@ def _lock_dir() -> Path:
     return path
 
 
-@contextlib.contextmanager
-def turn(device: str, limit: int | None) -> Iterator[bool]:
-    """True while holding one of ``limit`` turns on ``device`` (None: no limit, always True),
-    False at once where every turn is taken (or ``limit`` is 0). Never waits."""
-    if limit is None or limit <= 0:
-        yield limit is None
-        return
+#: how long a write waits for a turn per byte of its labels before it leaves the chunk to the
+#: host: about as long as the host takes to compress them on a busy node. With 16 workers on
+#: one H100 (2026-11-24, 1024^3 in 512^3 chunks) a write compressing on the host took about
+#: 1 s per 512 MiB of labels; the GPU compresses 512 MiB at 11-13 GB/s. Without waiting, the
+#: writes of a run, which start together when the merge ends, found the one turn taken and 7
+#: of 8 chunks went to the host.
+WAIT_SECONDS_PER_BYTE = 1.0 / (512 << 20)
+
+#: how often a waiting write tries the turns again
+POLL_SECONDS = 0.005
+
+
+def wait_for(nbytes: int) -> float:
+    """Seconds a write of ``nbytes`` of labels waits for a turn (see WAIT_SECONDS_PER_BYTE)."""
+    return nbytes * WAIT_SECONDS_PER_BYTE
+
+
+def _take(folder: Path, name: str, limit: int) -> int | None:
+    """The descriptor of a free turn, locked, or None where all ``limit`` are taken."""
     import fcntl
 
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{socket.gethostname()}-{device}")
-    folder = _lock_dir()
     for k in range(limit):
         # a descriptor of its own per try: flock locks of two descriptors conflict even
         # within one process, so the threads of one worker take turns too
@@ -86,9 +101,28 @@ def turn(device: str, limit: int | None) -> Iterator[bool]:
         except BlockingIOError:
             os.close(fd)
             continue
-        try:
-            yield True
-        finally:
-            os.close(fd)  # closing the last descriptor releases the lock
+        return fd
+    return None
+
+
+@contextlib.contextmanager
+def turn(device: str, limit: int | None, wait: float = 0.0) -> Iterator[bool]:
+    """True while holding one of ``limit`` turns on ``device`` (None: no limit, always True),
+    False where every turn stays taken for ``wait`` seconds (0: at once; or ``limit`` is 0)."""
+    if limit is None or limit <= 0:
+        yield limit is None
         return
-    yield False
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{socket.gethostname()}-{device}")
+    folder = _lock_dir()
+    deadline = time.monotonic() + wait
+    fd = _take(folder, name, limit)
+    while fd is None and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        fd = _take(folder, name, limit)
+    if fd is None:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock

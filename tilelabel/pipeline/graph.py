@@ -21,7 +21,7 @@ import numpy as np
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
-from tilelabel.kernels.backends import get_backend
+from tilelabel.kernels.backends import Backend, get_backend
 from tilelabel.pipeline import keep as keep_mod
 from tilelabel.pipeline import merge, numbering
 from tilelabel.pipeline import stats as stats_mod
@@ -334,6 +334,29 @@ def _labels_again(block, spec, backend, connectivity, algorithm, kept):
     return be, labels
 
 
+def relabeled(
+    block: np.ndarray | None,
+    spec: numbering.LutSpec,
+    backend: str,
+    connectivity: int,
+    algorithm: str | None,
+    dtype: np.dtype,
+    kept: keep_mod.Kept | None = None,
+) -> tuple[Backend, Any, np.ndarray]:
+    """A chunk labeled again for the writing pass, its local labels not yet mapped: (backend,
+    local labels on the backend's device, lookup table to final labels of ``dtype``). The
+    caller maps them with :meth:`Backend.apply_lut` or :meth:`Backend.encode_tiles`.
+
+    ``kept``: what the labeling pass kept of the chunk (:mod:`tilelabel.pipeline.keep`): its
+    labels, used as they are, or its packed foreground, labeled again instead of ``block``
+    (which is then not needed). Relabeling from the input otherwise keeps memory per worker
+    O(chunk) for any volume size; the kernels' canonical numbering makes the second pass
+    identical to the first.
+    """
+    be, labels = _labels_again(block, spec, backend, connectivity, algorithm, kept)
+    return be, labels, numbering.build_lut(spec, dtype)
+
+
 def relabel(
     block: np.ndarray | None,
     spec: numbering.LutSpec,
@@ -346,29 +369,6 @@ def relabel(
 ) -> np.ndarray:
     """Label a chunk again and map its local labels to final ones (host array of ``dtype``;
     ``staging``: for a caller that writes it out at once, see :meth:`Backend.apply_lut`).
-
-    ``kept``: what the labeling pass kept of the chunk (:mod:`tilelabel.pipeline.keep`): its
-    labels, used as they are, or its packed foreground, labeled again instead of ``block``
-    (which is then not needed). Relabeling from the input otherwise keeps memory per worker
-    O(chunk) for any volume size; the kernels' canonical numbering makes the second pass
-    identical to the first.
-    """
-    be, labels = _labels_again(block, spec, backend, connectivity, algorithm, kept)
-    return be.apply_lut(labels, numbering.build_lut(spec, dtype), staging=staging)
-
-
-def relabel_encoded(
-    block: np.ndarray | None,
-    spec: numbering.LutSpec,
-    backend: str,
-    connectivity: int,
-    algorithm: str | None,
-    dtype: np.dtype,
-    tile: tuple[int, ...],
-    codec: str,
-    kept: keep_mod.Kept | None = None,
-) -> dict[tuple[int, ...], memoryview]:
-    """:func:`relabel`, handed back as the backend's compressed storage tiles
-    (:meth:`Backend.encode_tiles`) instead of a host array."""
-    be, labels = _labels_again(block, spec, backend, connectivity, algorithm, kept)
-    return be.encode_tiles(labels, numbering.build_lut(spec, dtype), tile, codec)
+    See :func:`relabeled` for ``kept``."""
+    be, labels, lut = relabeled(block, spec, backend, connectivity, algorithm, dtype, kept)
+    return be.apply_lut(labels, lut, staging=staging)

@@ -41,8 +41,7 @@ from tilelabel.pipeline.graph import (
     Source,
     build_merge_graph,
     materialize,
-    relabel,
-    relabel_encoded,
+    relabeled,
 )
 from tilelabel.pipeline.local import local_dtype
 from tilelabel.pipeline.plan import plan_for_run, plan_for_storage, shrink_to_fit
@@ -98,27 +97,25 @@ def _write_chunk(
 ) -> None:
     kept = None if slot is None else keep.take(slot)
     block = None if kept is not None else materialize(source, slices)
+    be, labels, lut = relabeled(block, spec, backend, connectivity, algorithm, dtype, kept)
     raw = target.raw
-    be = get_backend(backend)
     # with a limit on turns, a process whose encoder is still loading leaves the chunk to the
     # host rather than hold a turn while it loads (see _warm_encoder_soon)
     if raw is not None and (
         be.can_encode(raw.codec) if turns is None else be.encoder_ready(raw.codec)
     ):
-        # the device compresses the chunk if it has a turn free; the host only stores the
-        # bytes, after the turn is given back
-        tiles = None
-        with encoders.turn(be.device(), turns) as mine:
-            if mine:
-                tiles = relabel_encoded(
-                    block, spec, backend, connectivity, algorithm, dtype, raw.tile, raw.codec, kept
-                )
+        # the turn covers the compression alone, not the relabeling before it: the GPU
+        # compresses a 512^3 chunk in tens of milliseconds, so a write waits for a turn about
+        # as long as the host would take instead; the host only stores the bytes, after the
+        # turn is given back
+        wait = encoders.wait_for(labels.size * np.dtype(dtype).itemsize)
+        with encoders.turn(be.device(), turns, wait) as mine:
+            tiles = be.encode_tiles(labels, lut, raw.tile, raw.codec) if mine else None
         encoders.tally["host" if tiles is None else "device"] += 1
         if tiles is not None:
             target.write_chunks(slices, tiles)
             return
-    labels = relabel(block, spec, backend, connectivity, algorithm, dtype, staging=True, kept=kept)
-    target(slices, labels)
+    target(slices, be.apply_lut(labels, lut, staging=True))
 
 
 def _device_chunks(out, turns: int | None, lead: int) -> zarr_io.RawChunks | None:
@@ -323,10 +320,11 @@ def label_zarr(
         read by any zarr, a little larger than zstd's own at the same level. A count: at most
         that many of a GPU's worker threads compress at once and the other writes go to the
         host meanwhile (:mod:`tilelabel.pipeline.encoders`); None (default):
-        :data:`~tilelabel.pipeline.encoders.DEFAULT_TURNS` where each worker process writes at
-        least :data:`~tilelabel.pipeline.encoders.MIN_BYTES_PER_WORKER` of labels (loading
-        the encoder in every worker costs more than it saves on smaller outputs), else none;
-        True: the GPU compresses every chunk; False: the host does.
+        :data:`~tilelabel.pipeline.encoders.DEFAULT_TURNS` where the output has enough storage
+        chunks (:func:`~tilelabel.pipeline.encoders.turns`; loading the encoder in every worker
+        costs more than it saves on smaller outputs), else none; True: the GPU compresses every
+        chunk; False: the host does. Where the GPU may compress, processing chunks hold at
+        least :data:`~tilelabel.pipeline.encoders.MIN_BATCH_TILES` storage chunks.
 
     While it runs, this process's heap is frozen (``gc.freeze``, thawed once the last of its
     runs ends; see :mod:`tilelabel.pipeline.heap`), so that a local cluster's scheduler, which
@@ -368,10 +366,20 @@ def label_zarr(
             raise ValueError(f"intensity {intensity} does not have the input's shape {shape}")
         ivals = zarr_io.ZarrSource(zarr_io.normalize_url(intensity), storage_options)
         isource = Source(lambda idx: ivals)
+    # how many of a GPU's threads may compress output at once (0: none, None: all), and the
+    # layout of the chunks they compress (None: zarr compresses all of them on the host); the
+    # output is made like the input (an OME label image keeps the t/c axes)
+    turns, raw_in = 0, None
+    if backend == "cuda":
+        tiles = int(np.prod([-(-n // t) for n, t in zip(shape, storage, strict=True)]))
+        turns = encoders.turns(gpu_encode, tiles)
+        raw_in = _device_chunks(src_arr, turns, len(lead) if ome_name else 0)
     with connect(client, scheduler, workers, backend, cluster, workers_per_gpu) as c:
         threads = worker_threads(c)
-        # small volumes get smaller chunks, so that every worker thread works
-        plan = plan_for_run(shape, storage, chunks, backend, cluster_threads(threads))
+        # small volumes get smaller chunks, so that every worker thread works, but chunks the
+        # GPU may compress keep enough tiles to keep it busy
+        min_tiles = encoders.MIN_BATCH_TILES if raw_in is not None else 1
+        plan = plan_for_run(shape, storage, chunks, backend, cluster_threads(threads), min_tiles)
         log.info(
             "labeling %s %s in %d chunks of up to %s",
             shape,
@@ -379,21 +387,14 @@ def label_zarr(
             plan.nchunks,
             plan.max_block_shape(),
         )
-        # how many of a GPU's threads may compress output at once (0: none, None: all)
-        turns = 0
         chunk_voxels = int(np.prod(plan.max_block_shape(), dtype=np.int64))
         input_budget = keep.INPUT_BYTES_PER_CHUNK_VOXEL * chunk_voxels if keep_input else 0
         if backend == "cuda":
-            per_worker = 4 * int(np.prod(shape, dtype=np.int64)) // max(1, len(threads))
-            turns = encoders.turns(gpu_encode, per_worker)
             ldt = local_dtype(plan.max_block_shape(), conn)
             # what a worker can hold of this volume's packed input, at most its budget
             kept = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
             _check_cuda_on_workers(c, threads, plan, storage, ldt, conn, kept, turns)
-            # the output is made like the input (an OME label image keeps the t/c axes): load
-            # the encoder where the GPU may compress its chunks
-            raw_in = _device_chunks(src_arr, turns, len(lead) if ome_name else 0)
-            if raw_in is not None:
+            if raw_in is not None:  # loaded while the labeling pass runs
                 c.run(_warm_encoder_soon, raw_in.codec)
         graph = build_merge_graph(
             Source(lambda idx: source),
