@@ -168,8 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
         dest="gpu_encode",
         type=_count_arg,
         metavar="N",
-        help="let at most N worker threads per GPU compress output chunks on it at once; the "
-        "other writes meanwhile go to zarr on the host",
+        help="let at most N worker threads per GPU compress output chunks on it at once; a "
+        "write waits for one of those turns about as long as the host would take to compress "
+        "its chunk, else hands it to zarr on the host",
     )
     enc.add_argument(
         "--no-gpu-encode",

@@ -318,8 +318,9 @@ def label_zarr(
         zarr's encoder on the host. Used where the output's chunks are plain zstd (level 3 or
         below, no checksum, not sharded; zarr's default codec): the frames are standard zstd,
         read by any zarr, a little larger than zstd's own at the same level. A count: at most
-        that many of a GPU's worker threads compress at once and the other writes go to the
-        host meanwhile (:mod:`tilelabel.pipeline.encoders`); None (default):
+        that many of a GPU's worker threads compress at once, and a write that finds none free
+        for about as long as the host would take goes to the host
+        (:mod:`tilelabel.pipeline.encoders`); None (default):
         :data:`~tilelabel.pipeline.encoders.DEFAULT_TURNS` where the output has enough storage
         chunks (:func:`~tilelabel.pipeline.encoders.turns`; loading the encoder in every worker
         costs more than it saves on smaller outputs), else none; True: the GPU compresses every
