@@ -663,11 +663,12 @@ def main() -> None:
                 flush=True,
             )
             gpu_runs = [(g, w) for g in args.gpus for w in args.workers_per_gpu]
+            own_shape = [(g, None) for g in args.gpus]  # METHOD@W: not crossed with the list
             runs = [
                 (m, g, w, env)
                 for env in args.env
                 for m in args.methods
-                for g, w in (gpu_runs if is_gpu(m) else [(0, 0)])
+                for g, w in ((own_shape if "@" in m else gpu_runs) if is_gpu(m) else [(0, 0)])
             ]
             for method, gpus, per_gpu, env in runs:
                 if method == "dask-image" and size > args.dask_image_max:

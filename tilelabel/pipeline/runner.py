@@ -372,8 +372,7 @@ def label_zarr(
     # output is made like the input (an OME label image keeps the t/c axes)
     turns, raw_in = 0, None
     if backend == "cuda":
-        tiles = int(np.prod([-(-n // t) for n, t in zip(shape, storage, strict=True)]))
-        turns = encoders.turns(gpu_encode, tiles)
+        turns = encoders.turns(gpu_encode, plan_for_storage(shape, storage, storage).nchunks)
         raw_in = _device_chunks(src_arr, turns, len(lead) if ome_name else 0)
     with connect(client, scheduler, workers, backend, cluster, workers_per_gpu) as c:
         threads = worker_threads(c)
