@@ -52,3 +52,22 @@ def test_labels_of_unpacked_bits_are_the_labels_of_the_block(backend):
     b, nb = be.label(be.unpack(be.pack(be.foreground(block)), block.shape), 26, np.uint32)
     assert na == nb
     np.testing.assert_array_equal(_host(a), _host(b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("conn", [6, 26])
+def test_label_first_gives_the_labels_and_each_ones_first_voxel(backend, conn):
+    from scipy import ndimage
+
+    be = get_backend(backend)
+    rng = np.random.default_rng(conn)
+    block = (rng.random((17, 19, 23)) < 0.3).astype(np.uint8)
+    labels, n, first = be.label_first(block, conn, np.uint32)
+    ref, rn = ndimage.label(block, ndimage.generate_binary_structure(3, 1 if conn == 6 else 3))
+    assert n == rn > 1
+    np.testing.assert_array_equal(_host(labels), ref)
+    flat = ref.ravel()
+    want = np.array([np.flatnonzero(flat == k)[0] for k in range(1, n + 1)])
+    assert isinstance(first, np.ndarray) and first.dtype == np.int64
+    np.testing.assert_array_equal(first, want)
+    np.testing.assert_array_equal(be.first_indices(labels, n), want)

@@ -162,8 +162,11 @@ def test_backend_contract():
             got = be.first_indices(labels, n)
             assert got.dtype == np.int64
             np.testing.assert_array_equal(got, want)
-            # without the cached by-product (a copy is another array): computed from the labels
-            np.testing.assert_array_equal(be.first_indices(labels.copy(), n), want)
+            # the by-product of labeling: the same labels and first voxels
+            labels2, n2, first = be.label_first(block, conn, np.uint32)
+            assert n2 == n and first.dtype == np.int64 and isinstance(first, np.ndarray)
+            np.testing.assert_array_equal(be.to_host(labels2), ref)
+            np.testing.assert_array_equal(first, want)
             lut = rng.permutation(n + 1).astype(np.uint64)
             lut[0] = 0
             out = be.apply_lut(labels, lut)
@@ -185,6 +188,27 @@ def test_backend_empty_and_full():
             assert n == fill
             np.testing.assert_array_equal(be.to_host(labels), img.astype(np.uint32))
             np.testing.assert_array_equal(be.first_indices(labels, n), np.zeros(fill, np.int64))
+            *_, first = be.label_first(img, 3 ** len(shape) - 1, np.uint32)
+            np.testing.assert_array_equal(first, np.zeros(fill, np.int64))
+
+
+def test_labeling_keeps_no_labels_alive():
+    """A worker thread's last chunk of labels is freed with its caller's reference: a copy kept
+    for first_indices held 512 MiB per worker thread between runs."""
+    cp = _cp()
+    from tilelabel.kernels.backends import get_backend
+
+    be = get_backend("cuda")
+    pool = cp.get_default_memory_pool()
+    block = (np.random.default_rng(5).random((64, 64, 64)) < 0.3).astype(np.uint8)
+    be.label_first(block, 26, np.uint32)  # kernels loaded, the thread's stream made
+    cp.cuda.get_current_stream().synchronize()
+    before = pool.used_bytes()
+    labels, n, first = be.label_first(block, 26, np.uint32)
+    labels2, n2 = be.label(block, 26, np.uint32)
+    assert pool.used_bytes() >= before + 2 * block.size * 4
+    del labels, labels2
+    assert pool.used_bytes() == before
 
 
 def test_gpu_and_cpu_kernels_agree():

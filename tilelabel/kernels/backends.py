@@ -27,6 +27,13 @@ class Backend(Protocol):
         self, block: np.ndarray, connectivity: int, dtype: np.dtype, algorithm: str | None = None
     ) -> tuple[Any, int]: ...
 
+    def label_first(
+        self, block: np.ndarray, connectivity: int, dtype: np.dtype, algorithm: str | None = None
+    ) -> tuple[Any, int, np.ndarray]:
+        """``label`` and :meth:`first_indices` of its labels, in one pass where the kernels
+        find the first voxels as they go."""
+        ...
+
     def foreground(self, block: np.ndarray) -> Any:
         """The block's foreground (nonzero) as uint8 where the backend labels: ``label`` takes
         it as is, and ``pack`` packs it."""
@@ -108,6 +115,10 @@ class CPUBackend:
     def label(self, block, connectivity, dtype, algorithm=None):
         kernel = get_kernel("cpu", block.ndim, connectivity, algorithm)
         return kernel(self.foreground(block), np.dtype(dtype))
+
+    def label_first(self, block, connectivity, dtype, algorithm=None):
+        labels, n = self.label(block, connectivity, dtype, algorithm)
+        return labels, n, self.first_indices(labels, n)
 
     def foreground(self, block):
         return foreground(np.asarray(block))

@@ -472,20 +472,25 @@ class CUDABackend:
 
     name = "cuda"
 
-    def __init__(self):
-        # (labels, first) of each thread's latest label() call (threads of a worker share this)
-        self._last = threading.local()
-
     @_on_thread_stream
     def label(self, block, connectivity, dtype, algorithm=None):
+        return self._label(block, connectivity, dtype, algorithm, False)
+
+    @_on_thread_stream
+    def label_first(self, block, connectivity, dtype, algorithm=None):
+        import cupy as cp
+
+        # the kernels find each label's first voxel as they number the labels
+        labels, n, first = self._label(block, connectivity, dtype, algorithm, True)
+        return labels, n, cp.asnumpy(first)
+
+    def _label(self, block, connectivity, dtype, algorithm, first):
         from tilelabel.kernels.registry import DEFAULTS
 
         img = foreground_device(block)
         if algorithm is None:
             algorithm = DEFAULTS[("cuda", img.ndim, int(connectivity))]
-        labels, n, first = label_device(img, dtype, int(connectivity), algorithm, True)
-        self._last.run = (labels, first)
-        return labels, n
+        return label_device(img, dtype, int(connectivity), algorithm, first)
 
     @_on_thread_stream
     def foreground(self, block):
@@ -511,9 +516,6 @@ class CUDABackend:
 
         if n == 0:
             return np.empty(0, dtype=np.int64)
-        last = getattr(self._last, "run", None)
-        if last is not None and last[0] is labels and last[1].size == n:
-            return cp.asnumpy(last[1])
         labels = cp.ascontiguousarray(cp.asarray(labels))
         t = _TNAME.get(labels.dtype)
         if t is None:

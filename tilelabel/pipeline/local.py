@@ -110,14 +110,16 @@ def summarize(
         )
     be = get_backend(backend)
     fg = be.foreground(block)  # on the device: labeled, and packed if kept
-    labels, n, _ = label_block(fg, backend, connectivity, algorithm)
+    dtype = local_dtype(block.shape, connectivity)
+    if stats:  # the statistics' pass finds the first voxels too
+        labels, n = be.label(fg, connectivity, dtype, algorithm)
+    else:
+        labels, n, first = be.label_first(fg, connectivity, dtype, algorithm)
     if keep is not None:
         keep(labels, n, functools.partial(be.pack, fg))
     del fg
     if stats:
         table, first = be.label_stats_first(labels, n, offset, intensity)
-    else:
-        first = be.first_indices(labels, n)
     ndim = block.ndim
     faces: list[np.ndarray | None] = []
     for axis in range(ndim):
