@@ -18,8 +18,6 @@ import numpy as np
 
 from tilelabel.kernels.tiles import tile_slabs
 
-_local = threading.local()
-
 
 @functools.cache
 def available() -> bool:
@@ -32,29 +30,23 @@ def available() -> bool:
 
 
 def _codec(stream):
-    """One nvCOMP zstd codec per thread and stream: the codec runs on the stream it was made
-    with, which is the calling thread's own (see :func:`tilelabel.kernels.gpu.thread_stream`).
-
-    The cache holds the stream with its codec, codec last: when a thread ends and its locals go,
-    the codec is destroyed before the stream it uses (the other order crashes the process).
-    """
+    """A new nvCOMP zstd codec on ``stream``, the calling thread's own (see
+    :func:`tilelabel.kernels.gpu.thread_stream`), for one batch. A codec keeps state and
+    scratch between batches: kept per worker thread, they held about 2 GiB in every worker that
+    had once compressed a 512^3 chunk, long after it gave its encoder turn back, and over two
+    runs on one cluster of 16 workers free device memory fell from 71 to 35 GiB, so that the
+    next run was refused (H100, 2026-11-24). Making one costs next to nothing (a 64-tile batch:
+    0.033-0.035 s with a new codec, 0.034-0.036 s reusing one). The caller drops it before its
+    stream (the other order crashes the process)."""
+    import cupy as cp
     from nvidia import nvcomp
 
-    codecs = getattr(_local, "codecs", None)
-    if codecs is None:
-        codecs = _local.codecs = {}
-    entry = codecs.get(stream.ptr)
-    if entry is None:
-        import cupy as cp
-
-        codec = nvcomp.Codec(
-            algorithm="Zstd",
-            bitstream_kind=nvcomp.BitstreamKind.RAW,
-            device_id=cp.cuda.Device().id,
-            cuda_stream=stream.ptr,
-        )
-        entry = codecs[stream.ptr] = (stream, codec)
-    return entry[1]
+    return nvcomp.Codec(
+        algorithm="Zstd",
+        bitstream_kind=nvcomp.BitstreamKind.RAW,
+        device_id=cp.cuda.Device().id,
+        cuda_stream=stream.ptr,
+    )
 
 
 #: set once a thread of this process has run nvCOMP (:func:`warm`)
@@ -70,7 +62,9 @@ def warm() -> None:
 
     stream = cp.cuda.get_current_stream()
     tile = cp.arange(1 << 16, dtype=np.uint32).view(np.uint8)
-    _codec(stream).encode(nvcomp.as_arrays([tile], stream.ptr))
+    codec = _codec(stream)
+    codec.encode(nvcomp.as_arrays([tile], stream.ptr))
+    del codec
     stream.synchronize()
     WARM.set()
 
@@ -89,8 +83,9 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
 
     All of a block's tiles go to nvCOMP in one batch: on an H100, a 256x512x512 block's 32
     tiles compress at about 7.8 GB/s in one batch, at 4.3 GB/s in batches of 16 (one slab).
-    For the batch nvCOMP takes scratch of about 7 times the tiles' bytes from the device's
-    stream-ordered pool, not CuPy's, and gives it back after (its default allocator).
+    For the batch nvCOMP takes scratch of about 7 times the tiles' bytes outside CuPy's pool
+    (its default allocator); the batch's codec is dropped and the stream synchronized before
+    this returns, so that all of it is back on the device (see :func:`_codec`).
     """
     import cupy as cp
     import cupyx
@@ -112,17 +107,24 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
         seen += len(slab_indices)
     if not tiles:
         return {}
-    encoded = _codec(stream).encode(nvcomp.as_arrays(tiles, stream.ptr))
+    codec = _codec(stream)
+    encoded = codec.encode(nvcomp.as_arrays(tiles, stream.ptr))
     stream.synchronize()
     parts = [cp.asarray(e).view(np.uint8).ravel() for e in _items(encoded)]
     joined = cp.concatenate(parts) if len(parts) > 1 else parts[0]
     host = cupyx.empty_pinned(joined.shape, np.uint8)
     joined.get(stream=stream, out=host)
     stream.synchronize()
+    sizes = [part.size for part in parts]
+    # the codec's scratch and frames are freed in stream order; the device gets them back at
+    # this stream's next synchronization, which in an idle worker may not come before the
+    # next run's memory check (2.4 GiB per worker after a 512^3 chunk, H100, 2026-11-24)
+    del encoded, parts, joined, codec
+    stream.synchronize()
     view = memoryview(host)
     out: dict[tuple[int, ...], memoryview] = {}
     start = 0
-    for idx, part in zip(indices, parts, strict=True):
-        out[idx] = view[start : start + part.size]
-        start += part.size
+    for idx, size in zip(indices, sizes, strict=True):
+        out[idx] = view[start : start + size]
+        start += size
     return out
