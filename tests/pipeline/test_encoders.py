@@ -90,3 +90,16 @@ def test_a_write_waits_for_a_turn_up_to_its_limit(tmp_path):
 def test_the_wait_grows_with_the_chunk():
     assert encoders.wait_for(0) == 0
     assert encoders.wait_for(1024 << 20) == 2 * encoders.wait_for(512 << 20) > 0
+
+
+def test_clock_adds_each_step_to_the_process_totals():
+    encoders.seconds.clear()
+    clock = encoders.Clock()
+    time.sleep(0.02)
+    clock.lap("relabel")
+    clock.lap("wait")
+    time.sleep(0.01)
+    clock.lap("relabel")
+    assert set(encoders.seconds) == {"relabel", "wait"}
+    assert encoders.seconds["relabel"] >= 0.03 > encoders.seconds["wait"]
+    encoders.seconds.clear()

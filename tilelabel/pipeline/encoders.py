@@ -47,6 +47,23 @@ MIN_BATCH_CHUNKS = 8
 #: "host" without), for benchmarks to report how the work was split
 tally: Counter = Counter()
 
+#: seconds this process's writes spent in each step, all writes together: "relabel" (labels
+#: and lookup table ready), "wait" (for a turn), "encode" (holding one), "store" (the GPU's
+#: frames written), "host" (zarr compressing and writing), for benchmarks (see :class:`Clock`)
+seconds: Counter = Counter()
+
+
+class Clock:
+    """Adds the time since its last lap to :data:`seconds` under a step's name."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def lap(self, step: str) -> None:
+        now = time.perf_counter()
+        seconds[step] += now - self.last
+        self.last = now
+
 
 def turns(gpu_encode: bool | int | None, tiles: int | None = None) -> int | None:
     """Turns per GPU for a ``gpu_encode`` option: 0 (the host compresses everything), a count,

@@ -95,9 +95,11 @@ def _wait(client: Client, futures: Iterable[Future], desc: str, progress: bool) 
 def _write_chunk(
     source, slices, spec, target, backend, connectivity, algorithm, dtype, slot=None, turns=0
 ) -> None:
+    clock = encoders.Clock()
     kept = None if slot is None else keep.take(slot)
     block = None if kept is not None else materialize(source, slices)
     be, labels, lut = relabeled(block, spec, backend, connectivity, algorithm, dtype, kept)
+    clock.lap("relabel")
     raw = target.raw
     # with a limit on turns, a process whose encoder is still loading leaves the chunk to the
     # host rather than hold a turn while it loads (see _warm_encoder_soon)
@@ -110,12 +112,16 @@ def _write_chunk(
         # turn is given back
         wait = encoders.wait_for(labels.size * np.dtype(dtype).itemsize)
         with encoders.turn(be.device(), turns, wait) as mine:
+            clock.lap("wait")
             tiles = be.encode_tiles(labels, lut, raw.tile, raw.codec) if mine else None
+            clock.lap("encode" if mine else "wait")
         encoders.tally["host" if tiles is None else "device"] += 1
         if tiles is not None:
             target.write_chunks(slices, tiles)
+            clock.lap("store")
             return
     target(slices, be.apply_lut(labels, lut, staging=True))
+    clock.lap("host")
 
 
 def _device_chunks(out, turns: int | None, lead: int) -> zarr_io.RawChunks | None:
@@ -130,9 +136,16 @@ def _warm_encoder_soon(codec: str) -> None:
     runs: loaded by the first write to take the GPU's turn, it held that turn while every other
     write went to the host (one such first batch held the only turn for seconds). Not as the
     merge begins: 16 processes loading nvCOMP at once delayed the merge's chain of small tasks,
-    the run's critical path (last summary to resolve 0.5-1.2 s, against 0.05-0.35 s)."""
+    the run's critical path (last summary to resolve 0.5-1.2 s, against 0.05-0.35 s).
+
+    Nothing where this process has loaded it already (an earlier run): each such thread makes
+    a CUDA stream and an nvCOMP codec of its own, and drops them as it ends, on every worker
+    while the run's first chunks are being handed out."""
+    be = get_backend("cuda")
+    if be.encoder_ready(codec):
+        return
     threading.Thread(
-        target=get_backend("cuda").warm_encoder, args=(codec,), daemon=True, name="tilelabel-warm"
+        target=be.warm_encoder, args=(codec,), daemon=True, name="tilelabel-warm"
     ).start()
 
 
