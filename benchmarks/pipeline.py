@@ -54,6 +54,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -161,6 +162,16 @@ def encoded_chunks() -> dict[str, int]:
     counts = dict(encoders.tally)
     encoders.tally.clear()
     return counts
+
+
+def write_seconds() -> dict[str, float]:
+    """Seconds this worker process's writes spent in each step (encoders.seconds) since the
+    last call."""
+    from tilelabel.pipeline import encoders
+
+    steps = dict(encoders.seconds)
+    encoders.seconds.clear()
+    return steps
 
 
 def cpu_cluster(workers: int) -> LocalCluster:
@@ -424,8 +435,34 @@ def _run_method(method, src, dst, args, gpu, gpus, shape) -> list[dict]:
     rows = []
     with cluster, Client(cluster, set_as_default=False) as client:
         for repeat in range(args.repeat):
-            rows.append(_timed_run(method, src, dst, args, gpu, client) | {"repeat": repeat})
+            try:
+                rows.append(_timed_run(method, src, dst, args, gpu, client) | {"repeat": repeat})
+            except Exception as e:
+                # a run refused for GPU memory: who held it (kept in the failed row)
+                e.gpu_holders = gpu_holders(client) if gpu else None
+                raise
     return rows
+
+
+def gpu_holders(client: Client) -> list[str]:
+    """Every process holding GPU memory now, as nvidia-smi lists them ("PID MiB whose"):
+    this cluster's workers, this process, or another."""
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return [f"nvidia-smi failed: {e}"]
+    workers = set(client.run(os.getpid).values())
+    out = []
+    for line in listing.strip().splitlines():
+        pid, _, used = (v.strip() for v in line.partition(","))
+        whose = "worker" if int(pid) in workers else "this" if int(pid) == os.getpid() else "other"
+        out.append(f"{pid} {used} {whose}")
+    return out
 
 
 def _timed_run(method, src, dst, args, gpu, client) -> dict:
@@ -462,6 +499,10 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
     # outside the timed run: every tilelabel output is checked against the others
     digest = output_digest(dst, client) if method.startswith("tilelabel") else None
     peaks = client.run(stop_peaks).values()
+    steps: Counter = Counter()
+    for per_worker in client.run(write_seconds).values():
+        steps.update(per_worker)
+    steps = {k: round(v, 3) for k, v in steps.items()}
     encoded = {"host": 0, "device": 0}
     for counts in client.run(encoded_chunks).values():
         for side, chunks in counts.items():
@@ -480,6 +521,8 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         "tasks": task_summary(stream.data, t0_wall),
         # which side compressed the chunks the GPU could have (-hostencode: none could)
         "encoded_chunks": encoded,
+        # seconds the writes spent in each step, all workers together (encoders.seconds)
+        "write_seconds": steps,
         "output_bytes": stored_bytes(dst),
         "client_objects": heap,
         # collections of 5 ms or more during the run, as gc_pauses records them but starting
@@ -687,6 +730,9 @@ def main() -> None:
                     done = [{"timeout": args.time_limit}]
                 except Exception as e:  # record and go on: one method failing is a result too
                     done = [{"error": f"{type(e).__name__}: {e}"[:300]}]
+                    if getattr(e, "gpu_holders", None):
+                        done[0]["gpu_holders"] = e.gpu_holders
+                        print(f"# GPU memory held then: {e.gpu_holders}", flush=True)
                 for r in done:
                     r.update(
                         method=method,
