@@ -154,24 +154,15 @@ class gc_pauses:  # noqa: N801 (used like a function)
         return self.pauses
 
 
-def encoded_chunks() -> dict[str, int]:
-    """Output chunks this worker process compressed on each side (encoders.tally) since the
-    last call."""
+def write_counts() -> tuple[dict[str, int], dict[str, float]]:
+    """Since the last call, the output chunks this worker process compressed on each side
+    (encoders.tally) and the seconds its writes spent in each step (encoders.seconds)."""
     from tilelabel.pipeline import encoders
 
-    counts = dict(encoders.tally)
+    counts, steps = dict(encoders.tally), dict(encoders.seconds)
     encoders.tally.clear()
-    return counts
-
-
-def write_seconds() -> dict[str, float]:
-    """Seconds this worker process's writes spent in each step (encoders.seconds) since the
-    last call."""
-    from tilelabel.pipeline import encoders
-
-    steps = dict(encoders.seconds)
     encoders.seconds.clear()
-    return steps
+    return counts, steps
 
 
 def cpu_cluster(workers: int) -> LocalCluster:
@@ -448,21 +439,27 @@ def gpu_holders(client: Client) -> list[str]:
     """Every process holding GPU memory now, as nvidia-smi lists them ("PID MiB whose"):
     this cluster's workers, this process, or another."""
     try:
-        listing = subprocess.run(
-            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout
+        held = gpu_processes()
     except (OSError, subprocess.SubprocessError) as e:
         return [f"nvidia-smi failed: {e}"]
     workers = set(client.run(os.getpid).values())
     out = []
-    for line in listing.strip().splitlines():
-        pid, _, used = (v.strip() for v in line.partition(","))
-        whose = "worker" if int(pid) in workers else "this" if int(pid) == os.getpid() else "other"
-        out.append(f"{pid} {used} {whose}")
+    for pid, mib in held.items():
+        whose = "worker" if pid in workers else "this" if pid == os.getpid() else "other"
+        out.append(f"{pid} {mib} MiB {whose}")
     return out
+
+
+def gpu_processes() -> dict[int, int]:
+    """MiB of GPU memory each process holds, as nvidia-smi lists them."""
+    listing = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    rows = (line.split(",") for line in listing.strip().splitlines())
+    return {int(pid): int(mib) for pid, mib in rows}
 
 
 def _timed_run(method, src, dst, args, gpu, client) -> dict:
@@ -499,14 +496,12 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
     # outside the timed run: every tilelabel output is checked against the others
     digest = output_digest(dst, client) if method.startswith("tilelabel") else None
     peaks = client.run(stop_peaks).values()
-    steps: Counter = Counter()
-    for per_worker in client.run(write_seconds).values():
-        steps.update(per_worker)
+    encoded, steps = Counter(host=0, device=0), Counter()
+    for counts, spent in client.run(write_counts).values():
+        encoded.update(counts)
+        steps.update(spent)
+    encoded = dict(encoded)
     steps = {k: round(v, 3) for k, v in steps.items()}
-    encoded = {"host": 0, "device": 0}
-    for counts in client.run(encoded_chunks).values():
-        for side, chunks in counts.items():
-            encoded[side] += chunks
     info = client.scheduler_info()["workers"]
     workers_gc = [p for peak in peaks for p in peak[2]]
     row = {

@@ -16,24 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import time
 
 from distributed import Client
+from pipeline import gpu_processes  # benchmarks/pipeline.py, beside this script
 
 import tilelabel
 from tilelabel.pipeline.cluster import cuda_cluster
 from tilelabel.synth import write_random_zarr
-
-
-def process_mib() -> dict[int, int]:
-    """MiB of device memory per process, as nvidia-smi sees it."""
-    out = subprocess.run(
-        ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-        capture_output=True,
-        text=True,
-    ).stdout
-    return {int(a): int(b) for a, b in (line.split(",") for line in out.strip().splitlines())}
 
 
 def state() -> dict:
@@ -68,7 +58,7 @@ def trim() -> None:
 
 
 def show(client: Client, tag: str) -> None:
-    held = process_mib()
+    held = gpu_processes()
     rows = sorted(client.run(state).values(), key=lambda r: -held.get(r["pid"], 0))
     print(f"== {tag}: all processes {sum(held.values())} MiB", flush=True)
     for r in rows[:5]:

@@ -114,11 +114,11 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     joined = cp.concatenate(parts) if len(parts) > 1 else parts[0]
     host = cupyx.empty_pinned(joined.shape, np.uint8)
     joined.get(stream=stream, out=host)
-    stream.synchronize()
     sizes = [part.size for part in parts]
-    # the codec's scratch and frames are freed in stream order; the device gets them back at
-    # this stream's next synchronization, which in an idle worker may not come before the
-    # next run's memory check (2.4 GiB per worker after a 512^3 chunk, H100, 2026-11-24)
+    # the codec's scratch and frames are freed in stream order, after the copy; the device
+    # gets them back at this stream's next synchronization, which in an idle worker may not
+    # come before the next run's memory check (2.4 GiB per worker after a 512^3 chunk, H100,
+    # 2026-11-24): one synchronization waits for the copy and gives them back
     del encoded, parts, joined, codec
     stream.synchronize()
     view = memoryview(host)

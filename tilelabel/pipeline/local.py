@@ -110,10 +110,10 @@ def summarize(
         )
     be = get_backend(backend)
     fg = be.foreground(block)  # on the device: labeled, and packed if kept
-    dtype = local_dtype(block.shape, connectivity)
     if stats:  # the statistics' pass finds the first voxels too
-        labels, n = be.label(fg, connectivity, dtype, algorithm)
+        labels, n, _ = label_block(fg, backend, connectivity, algorithm)
     else:
+        dtype = local_dtype(block.shape, connectivity)
         labels, n, first = be.label_first(fg, connectivity, dtype, algorithm)
     if keep is not None:
         keep(labels, n, functools.partial(be.pack, fg))
