@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import ndimage
@@ -101,3 +103,30 @@ def test_pairs_given_twice_resolve_the_same():
     again = merge.resolve(pairs + pairs, *keys)
     for r, a in zip(roots, again, strict=True):
         np.testing.assert_array_equal(r, a)
+
+
+def _pairs_by_pass(a, b, shift):
+    """(a[p], b[p + shift]) where both are foreground, one pass over the whole overlap."""
+    sa = tuple(slice(max(0, -s), n - max(0, s)) for s, n in zip(shift, a.shape, strict=True))
+    sb = tuple(slice(max(0, s), n - max(0, -s)) for s, n in zip(shift, b.shape, strict=True))
+    la, lb = a[sa].reshape(-1), b[sb].reshape(-1)
+    both = (la != 0) & (lb != 0)
+    return set(zip(la[both].tolist(), lb[both].tolist(), strict=True))
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (5, 9), (1, 6), (3, 4, 5)])
+@pytest.mark.parametrize("density", [0.0, 0.1, 0.6, 1.0])
+def test_shifted_pairs_equal_a_pass_per_shift(shape, density):
+    rng = np.random.default_rng(len(shape) * 10 + int(density * 10))
+    a, b = (
+        np.where(rng.random(shape) < density, rng.integers(1, 50, shape), 0).astype(np.uint32)
+        for _ in range(2)
+    )
+    shifts = list(itertools.product((-1, 0, 1), repeat=len(shape)))
+    la, lb = merge._shift_pairs(a, b, shifts)
+    assert la.dtype == lb.dtype == np.uint32 and la.shape == lb.shape
+    want = set().union(*(_pairs_by_pass(a, b, s) for s in shifts))
+    assert set(zip(la.tolist(), lb.tolist(), strict=True)) == want
+    for shift in shifts:  # one shift alone, too
+        la, lb = merge._shift_pairs(a, b, [shift])
+        assert set(zip(la.tolist(), lb.tolist(), strict=True)) == _pairs_by_pass(a, b, shift)

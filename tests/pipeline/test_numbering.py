@@ -1,6 +1,7 @@
 import itertools
 
 import numpy as np
+import pytest
 
 from tilelabel.pipeline.numbering import assemble_offsets, concat_offsets
 
@@ -35,3 +36,18 @@ def test_grouped_prefix_equals_flat_cumsum():
         got = assemble_offsets([o1, lvl2[(i, j)], offs3[i]])
         z0, y0 = sum(zc[:i]), sum(yc[:j])
         np.testing.assert_array_equal(got, ref[z0 : z0 + zc[i], y0 : y0 + yc[j], k])
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [[(6, 5, 1)] * 2, [(6, 5, 1)] * 8, [(4, 1)] * 3, [(3, 4, 7), (3, 4, 2)], [(5,), (3,)]],
+)
+def test_concat_offsets_is_the_exclusive_prefix_along_the_last_axis(shapes):
+    rng = np.random.default_rng(len(shapes))
+    parts = [rng.integers(0, 9, s).astype(np.int64) for s in shapes]
+    prefixes, totals = concat_offsets(parts)
+    whole = np.concatenate(parts, axis=-1)
+    excl = np.cumsum(whole, axis=-1) - whole
+    np.testing.assert_array_equal(np.concatenate(prefixes, axis=-1), excl)
+    assert [p.shape for p in prefixes] == [p.shape for p in parts]
+    np.testing.assert_array_equal(totals, whole.sum(axis=-1))

@@ -43,14 +43,37 @@ def _contact(faces: list[np.ndarray | None], step: Sequence[int], high: bool) ->
 
 
 def _shift_pairs(
-    a: np.ndarray, b: np.ndarray, shift: Sequence[int]
+    a: np.ndarray, b: np.ndarray, shifts: Sequence[Sequence[int]]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Label pairs (a[p], b[p + shift]) over the overlap, where both are foreground."""
-    sa = tuple(slice(max(0, -s), n - max(0, s)) for s, n in zip(shift, a.shape, strict=True))
-    sb = tuple(slice(max(0, s), n - max(0, -s)) for s, n in zip(shift, b.shape, strict=True))
-    la, lb = a[sa].reshape(-1), b[sb].reshape(-1)
-    both = (la != 0) & (lb != 0)
-    return la[both], lb[both]
+    """Label pairs (a[p], b[p + shift]) for every shift, where both are foreground.
+
+    ``a``'s foreground is found once and looked up in ``b`` at each shift: at density 0.05 a
+    face holds a few percent foreground, and a pass over the whole face per shift (9 per face
+    under full connectivity) made the pairs of a 512^3 chunk cost 36-45 ms on one core, the
+    slowest step of the merge's critical path after the summaries.
+    """
+    if a.ndim == 0:  # a corner: one voxel each
+        a, b, shifts = a.reshape(1), b.reshape(1), [(0,)] * len(shifts)
+    coords = np.nonzero(a)
+    values = a[coords]
+    las, lbs = [], []
+    for shift in shifts:
+        at, inside = [], None
+        for c, s, n in zip(coords, shift, b.shape, strict=True):
+            if s:
+                c = c + s
+                fits = c >= 0 if s < 0 else c < n
+                inside = fits if inside is None else inside & fits
+            at.append(c)
+        la = values
+        if inside is not None:
+            at = [c[inside] for c in at]
+            la = values[inside]
+        lb = b[tuple(at)]
+        both = lb != 0
+        las.append(la[both])
+        lbs.append(lb[both])
+    return np.concatenate(las), np.concatenate(lbs)
 
 
 def _unique_pairs(la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -102,19 +125,16 @@ def chunk_pairs(
     for step, b, other in neighbours:
         a = contact(mine, step, high=True)
         free = [ax for ax, s in enumerate(step) if s == 0]
-        las, lbs = [], []
+        shifts = []
         for shift in itertools.product((-1, 0, 1), repeat=len(free)):
             offset = list(step)
             for ax, s in zip(free, shift, strict=True):
                 offset[ax] = s
-            if not struct[tuple(o + 1 for o in offset)]:
-                continue
-            la, lb = _shift_pairs(a, b, shift)
-            las.append(la)
-            lbs.append(lb)
-        if not las:  # no neighbour of the structure lies across this edge or corner
+            if struct[tuple(o + 1 for o in offset)]:
+                shifts.append(shift)
+        if not shifts:  # no neighbour of the structure lies across this edge or corner
             continue
-        la, lb = _unique_pairs(np.concatenate(las), np.concatenate(lbs))
+        la, lb = _unique_pairs(*_shift_pairs(a, b, shifts))
         if la.size:
             pa = (np.int64(ordinal) << POSITION_BITS) + (la.astype(np.int64) - 1)
             pb = (np.int64(other) << POSITION_BITS) + (lb.astype(np.int64) - 1)
