@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from dask.sizeof import sizeof
 
 from tilelabel.connectivity import max_components
 from tilelabel.dtypes import label_dtype
@@ -36,6 +38,20 @@ class Counts:
     row_counts: np.ndarray
     ids: np.ndarray
     keys: np.ndarray
+
+
+def sizeof_fields(obj: object) -> int:
+    """Bytes of a dataclass of arrays, for dask's scheduler (``dask.sizeof``), which without it
+    counts only the object's own 56 bytes. It places each task near the bytes it reads: with a
+    chunk's faces (6 MiB for 512^3) and row counts (2 MiB) taken for free to move, the merge's
+    tasks of all chunks gathered on the one worker that held the small results of ``resolve``
+    and ran there one after the other (16 single-threaded workers on one H100, 1024^3: four
+    level-1 tasks, five ``finals`` and four specs in a row on one worker)."""
+    return sys.getsizeof(obj) + sum(sizeof(value) for value in vars(obj).values())
+
+
+sizeof.register(Borders)(sizeof_fields)
+sizeof.register(Counts)(sizeof_fields)
 
 
 def local_dtype(block_shape: tuple[int, ...], connectivity: int) -> np.dtype:

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from dask.sizeof import sizeof
 
-from tilelabel.pipeline.local import Counts, key_rows
+from tilelabel.pipeline.local import Counts, key_rows, sizeof_fields
 
 
 @dataclass
@@ -32,6 +33,9 @@ class LutSpec:
     border_finals: np.ndarray
     #: local ids of component roots dropped by a size filter (mapped to 0), sorted
     dropped: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+sizeof.register(LutSpec)(sizeof_fields)  # its row starts and offsets: 4 MiB for 512^3
 
 
 def merged_ids(counts: Counts, roots: np.ndarray) -> np.ndarray:
