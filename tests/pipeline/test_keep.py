@@ -64,7 +64,8 @@ def test_packed_input_when_labels_do_not_fit():
     [
         (1 << 30, True, 8, 0),  # all labels
         (0, False, 0, 0),  # nothing: every chunk read again
-        (0, True, 0, 8),  # the default: every chunk's bits
+        (0, True, 0, 8),  # every chunk's bits
+        (None, True, None, None),  # the default: one chunk's labels per worker, the rest's bits
         (2 * 20 * 24 * 28 * 4, True, None, None),  # some labels, the rest's bits
         (2 * 20 * 24 * 28 * 4, False, None, 0),  # some labels, the rest read again
     ],
@@ -94,6 +95,8 @@ def test_kept_chunks_write_the_same_output(
         words = used[0].split()
         taken, packed = int(words[2]), int(words[12])
         assert taken == kept if kept is not None else 0 < taken < 8
+        if budget is None:  # at most one chunk's labels per worker
+            assert taken <= len(client.scheduler_info()["workers"])
         if from_input is not None:
             assert packed == from_input
         else:
@@ -107,3 +110,12 @@ def test_negative_budget_refused_before_any_work(tmp_path, client):
     with pytest.raises(ValueError, match="keep_labels"):
         tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client, keep_labels=-1)
     assert not (tmp_path / "out.zarr").exists()
+
+
+def test_the_default_label_budget_is_one_chunk():
+    assert keep.label_budget(None, 512 << 20) == keep.DEFAULT_LABEL_CHUNKS * (512 << 20)
+    assert keep.DEFAULT_LABEL_CHUNKS == 1
+    assert keep.label_budget(0, 512 << 20) == 0  # asked for: nothing kept
+    assert keep.label_budget(8 << 30, 1) == 8 << 30
+    with pytest.raises(ValueError, match="keep_labels must be a number of bytes >= 0"):
+        keep.label_budget(-1, 1)

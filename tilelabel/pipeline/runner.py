@@ -158,7 +158,7 @@ def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list
     return per_gpu
 
 
-def _check_cuda_on_workers(
+def _cuda_memory_problem(
     client: Client,
     threads: dict[str, int],
     plan,
@@ -167,10 +167,12 @@ def _check_cuda_on_workers(
     connectivity,
     kept: int = 0,
     turns: int | None = 0,
-) -> None:
-    """Every worker has a usable GPU with room for the largest chunk, or a clear error.
+) -> str | None:
+    """Why the workers' GPUs have no room for the largest chunk (None: they have), after a
+    clear error where a worker has no usable GPU at all.
 
     ``threads``: per worker, its threads (:func:`~tilelabel.pipeline.cluster.worker_threads`).
+    ``kept``: bytes each worker may keep between the passes (:mod:`tilelabel.pipeline.keep`).
     ``turns``: how many of a GPU's worker threads may compress output at once (None: all;
     see :mod:`tilelabel.pipeline.encoders`); each of those needs room for the encoder too.
     """
@@ -188,9 +190,7 @@ def _check_cuda_on_workers(
     if turns != 0:
         encoding = client.run(chunk_memory, "cuda", block, label_dtype, connectivity, True)
         extra = max(encoding[w][0] - report[w][0] for w in report)
-    problem = gpu_memory_problem(report, threads, block, storage, kept, extra, turns)
-    if problem:
-        raise ValueError(problem)
+    return gpu_memory_problem(report, threads, block, storage, kept, extra, turns)
 
 
 def gpu_memory_problem(
@@ -264,7 +264,7 @@ def label_zarr(
     intensity: str | None = None,
     min_size: int | None = None,
     max_size: int | None = None,
-    keep_labels: int = 0,
+    keep_labels: int | None = None,
     keep_input: bool = True,
     gpu_encode: bool | int | None = None,
 ) -> int | Result | tuple:
@@ -317,8 +317,10 @@ def label_zarr(
     keep_labels
         Bytes of chunk labels each worker may keep from the labeling pass (in GPU memory for the
         ``cuda`` backend) for the writing pass, which then neither reads nor labels those chunks
-        again (:mod:`tilelabel.pipeline.keep`). 0, the default, labels every chunk again, so
-        that memory per worker stays bounded by the chunk size.
+        again (:mod:`tilelabel.pipeline.keep`). None, the default: one chunk's labels
+        (:data:`~tilelabel.pipeline.keep.DEFAULT_LABEL_CHUNKS`), so that memory per worker stays
+        bounded by the chunk size; with ``cuda``, none where they would not fit beside the
+        chunks in GPU memory. 0 labels every chunk again.
     keep_input
         Keep each chunk's foreground, packed one bit per voxel, on the worker that labeled it (in
         GPU memory for ``cuda``), so that the writing pass labels the bits again instead of
@@ -358,9 +360,7 @@ def label_zarr(
     label_dtype(0, dtype)  # validates the dtype name early
     check_workers_per_gpu(workers_per_gpu)
     encoders.turns(gpu_encode)  # a bad option is refused before a cluster starts
-    budget = int(keep_labels)
-    if budget < 0:
-        raise ValueError(f"keep_labels must be a number of bytes >= 0, got {keep_labels}")
+    keep.label_budget(keep_labels, 0)  # and so is a bad budget
     ome_name = ome.output_name(image, dst, ome_labels)  # None: a plain zarr array
     if ome_name:
         ome.check_labels(image, ome_name, overwrite, storage_options)
@@ -402,11 +402,22 @@ def label_zarr(
         )
         chunk_voxels = int(np.prod(plan.max_block_shape(), dtype=np.int64))
         input_budget = keep.INPUT_BYTES_PER_CHUNK_VOXEL * chunk_voxels if keep_input else 0
+        ldt = local_dtype(plan.max_block_shape(), conn)
+        budget = keep.label_budget(keep_labels, chunk_voxels * ldt.itemsize)
         if backend == "cuda":
-            ldt = local_dtype(plan.max_block_shape(), conn)
-            # what a worker can hold of this volume's packed input, at most its budget
-            kept = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
-            _check_cuda_on_workers(c, threads, plan, storage, ldt, conn, kept, turns)
+            # what a worker can hold of this volume's packed input and labels, at most their
+            # budgets
+            bits = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
+            held = min(budget, plan.nchunks * chunk_voxels * ldt.itemsize)
+            check = (c, threads, plan, storage, ldt, conn)
+            problem = _cuda_memory_problem(*check, bits + held, turns)
+            if problem and keep_labels is None and held:
+                # the default's kept labels do not fit beside the chunks: none are kept, and
+                # the writing pass labels every chunk again
+                budget = 0
+                problem = _cuda_memory_problem(*check, bits, turns)
+            if problem:
+                raise ValueError(problem)
             if raw_in is not None:  # loaded while the labeling pass runs
                 c.run(_warm_encoder_soon, raw_in.codec)
         graph = build_merge_graph(
