@@ -15,9 +15,12 @@ high-water mark) belongs to that run alone.
 - ``tilelabel-gpu``: ``label_zarr(backend="cuda")`` on a LocalCUDACluster (``--gpus`` workers);
 - ``tilelabel-cpu``: ``label_zarr(backend="cpu")`` on the CPU cluster;
 - ``tilelabel-gpu-keep`` / ``tilelabel-cpu-keep``: the same with ``keep_labels=--keep-labels``
-  (chunk labels kept on the workers between the passes);
-- ``tilelabel-gpu-reread`` / ``tilelabel-cpu-reread``: the same with ``keep_input=False`` (the
-  writing pass reads and decodes every chunk again instead of relabeling its kept bits);
+  (chunk labels kept on the workers between the passes; tilelabel's default keeps one chunk's
+  per worker);
+- ``tilelabel-gpu-nokeep`` / ``tilelabel-cpu-nokeep``: the same with ``keep_labels=0`` (no
+  labels kept: the writing pass labels every chunk's kept bits again);
+- ``tilelabel-gpu-reread`` / ``tilelabel-cpu-reread``: the same with ``keep_labels=0`` and
+  ``keep_input=False`` (the writing pass reads, decodes and labels every chunk again);
 - ``tilelabel-gpu-gpuencode`` / ``tilelabel-gpu-hostencode`` / ``tilelabel-gpu-gpuencodeN``:
   ``tilelabel-gpu`` with ``gpu_encode=True`` / ``False`` / ``N`` (nvCOMP compresses every
   output chunk on the GPU / zarr all of them on the host / at most N writes per GPU compress
@@ -375,6 +378,16 @@ def in_subprocess(method: str, src: str, dst: str, args) -> list[dict]:
 SUFFIXES = re.compile(r"(-keep|-reread|-hostencode|-gpuencode\d*)+$")
 
 
+def keep_labels_option(method: str, budget: int) -> int | None:
+    """``keep_labels`` for a tilelabel method: ``budget`` (``-keep``), 0 (``-nokeep``, and
+    ``-reread``, which reads every chunk again), else None, tilelabel's default."""
+    if method.endswith("-keep"):
+        return budget
+    if method.endswith(("-nokeep", "-reread")):
+        return 0
+    return None
+
+
 def is_gpu(method: str) -> bool:
     return SUFFIXES.sub("", method.partition("@")[0]).endswith("-gpu")
 
@@ -485,7 +498,7 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
             chunks=args.chunks,
             overwrite=True,
             return_result=True,
-            keep_labels=args.keep_labels if method.endswith("-keep") else 0,
+            keep_labels=keep_labels_option(method, args.keep_labels),
             keep_input=not method.endswith("-reread"),
             gpu_encode=gpu_encode_option(method),
         )
