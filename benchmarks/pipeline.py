@@ -375,7 +375,7 @@ def in_subprocess(method: str, src: str, dst: str, args) -> list[dict]:
 
 
 #: the variants' suffixes after a method's base name (see the module docstring)
-SUFFIXES = re.compile(r"(-keep|-reread|-hostencode|-gpuencode\d*)+$")
+SUFFIXES = re.compile(r"(-keep|-nokeep|-reread|-hostencode|-gpuencode\d*)+$")
 
 
 def keep_labels_option(method: str, budget: int) -> int | None:

@@ -13,12 +13,13 @@ in its attributes only once every chunk is written.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,14 +166,14 @@ def _cuda_memory_problem(
     storage,
     label_dtype,
     connectivity,
-    kept: int = 0,
     turns: int | None = 0,
-) -> str | None:
-    """Why the workers' GPUs have no room for the largest chunk (None: they have), after a
-    clear error where a worker has no usable GPU at all.
+) -> Callable[[int], str | None]:
+    """Why the workers' GPUs have no room for the largest chunk where each worker also keeps
+    ``kept`` bytes between the passes (:mod:`tilelabel.pipeline.keep`): a function of ``kept``,
+    None where they have room. The workers are asked once, here, after a clear error where a
+    worker has no usable GPU at all.
 
     ``threads``: per worker, its threads (:func:`~tilelabel.pipeline.cluster.worker_threads`).
-    ``kept``: bytes each worker may keep between the passes (:mod:`tilelabel.pipeline.keep`).
     ``turns``: how many of a GPU's worker threads may compress output at once (None: all;
     see :mod:`tilelabel.pipeline.encoders`); each of those needs room for the encoder too.
     """
@@ -190,7 +191,9 @@ def _cuda_memory_problem(
     if turns != 0:
         encoding = client.run(chunk_memory, "cuda", block, label_dtype, connectivity, True)
         extra = max(encoding[w][0] - report[w][0] for w in report)
-    return gpu_memory_problem(report, threads, block, storage, kept, extra, turns)
+    return functools.partial(
+        gpu_memory_problem, report, threads, block, storage, encode=extra, turns=turns
+    )
 
 
 def gpu_memory_problem(
@@ -409,13 +412,13 @@ def label_zarr(
             # budgets
             bits = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
             held = min(budget, plan.nchunks * chunk_voxels * ldt.itemsize)
-            check = (c, threads, plan, storage, ldt, conn)
-            problem = _cuda_memory_problem(*check, bits + held, turns)
+            memory_problem = _cuda_memory_problem(c, threads, plan, storage, ldt, conn, turns)
+            problem = memory_problem(bits + held)
             if problem and keep_labels is None and held:
                 # the default's kept labels do not fit beside the chunks: none are kept, and
                 # the writing pass labels every chunk again
                 budget = 0
-                problem = _cuda_memory_problem(*check, bits, turns)
+                problem = memory_problem(bits)
             if problem:
                 raise ValueError(problem)
             if raw_in is not None:  # loaded while the labeling pass runs
