@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="memory per worker (GPU memory with cuda) for chunk labels kept from the labeling "
         "pass, so that the writing pass skips reading and labeling them again (e.g. 8GB; "
-        "default: one chunk's labels, so that memory stays bounded by the chunk size; 0: none)",
+        "default: one chunk's labels where the run has no more chunks than worker threads, "
+        "else none; 0: none)",
     )
     lab.add_argument(
         "--no-keep-input",

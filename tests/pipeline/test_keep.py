@@ -65,7 +65,6 @@ def test_packed_input_when_labels_do_not_fit():
         (1 << 30, True, 8, 0),  # all labels
         (0, False, 0, 0),  # nothing: every chunk read again
         (0, True, 0, 8),  # every chunk's bits
-        (None, True, None, None),  # the default: one chunk's labels per worker, the rest's bits
         (2 * 20 * 24 * 28 * 4, True, None, None),  # some labels, the rest's bits
         (2 * 20 * 24 * 28 * 4, False, None, 0),  # some labels, the rest read again
     ],
@@ -95,8 +94,6 @@ def test_kept_chunks_write_the_same_output(
         words = used[0].split()
         taken, packed = int(words[2]), int(words[12])
         assert taken == kept if kept is not None else 0 < taken < 8
-        if budget is None:  # at most one chunk's labels per worker
-            assert taken <= len(client.scheduler_info()["workers"])
         if from_input is not None:
             assert packed == from_input
         else:
@@ -112,10 +109,35 @@ def test_negative_budget_refused_before_any_work(tmp_path, client):
     assert not (tmp_path / "out.zarr").exists()
 
 
-def test_the_default_label_budget_is_one_chunk():
-    assert keep.label_budget(None, 512 << 20) == keep.DEFAULT_LABEL_CHUNKS * (512 << 20)
+@pytest.mark.parametrize("chunks, kept", [((20, 24, 28), False), ((40, 48, 28), True)])
+def test_default_keeps_labels_where_each_thread_labels_one_chunk(
+    tmp_path, client, caplog, chunks, kept
+):
+    """Eight chunks on the two threads: no labels kept, the bits of all; two chunks: each
+    worker keeps the labels of the chunk it labeled (one worker may have labeled both)."""
+    img = random_volume((40, 48, 56), 0.3, 1, seed=12)
+    src = write_zarr(tmp_path / "in.zarr", img, (10, 12, 14))
+    with caplog.at_level(logging.INFO, logger="tilelabel"):
+        n = tilelabel.label_zarr(
+            src, str(tmp_path / "out.zarr"), chunks=chunks, backend="cpu", client=client
+        )
+    ref, ref_n = ndimage.label(img, structure(3, 26))
+    assert n == ref_n
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], ref)
+    (used,) = [r.getMessage() for r in caplog.records if "kept on the workers" in r.getMessage()]
+    words = used.split()
+    taken, total, packed = int(words[2]), int(words[4]), int(words[12])
+    assert taken + packed == total == (2 if kept else 8)
+    assert taken >= 1 if kept else taken == 0
+
+
+def test_the_default_label_budget_is_one_chunk_where_chunks_are_no_more_than_threads():
+    chunk = 512 << 20
+    assert keep.label_budget(None, chunk) == keep.DEFAULT_LABEL_CHUNKS * chunk
     assert keep.DEFAULT_LABEL_CHUNKS == 1
-    assert keep.label_budget(0, 512 << 20) == 0  # asked for: nothing kept
-    assert keep.label_budget(8 << 30, 1) == 8 << 30
+    assert keep.label_budget(None, chunk, 16, 16) == chunk
+    assert keep.label_budget(None, chunk, 17, 16) == 0
+    assert keep.label_budget(0, chunk) == 0  # asked for: nothing kept
+    assert keep.label_budget(8 << 30, 1, 64, 1) == 8 << 30
     with pytest.raises(ValueError, match="keep_labels must be a number of bytes >= 0"):
         keep.label_budget(-1, 1)

@@ -150,57 +150,6 @@ def test_bad_workers_per_gpu_refused_before_any_work(tmp_path):
     assert not (tmp_path / "out.zarr").exists()
 
 
-def test_gpu_memory_check_counts_every_thread_sharing_a_gpu():
-    from tilelabel.pipeline.runner import gpu_memory_problem
-
-    gib = 1 << 30
-    block, storage = (512, 512, 512), (128, 128, 128)
-    # one worker, one thread: 2 GiB needed, 3 GiB free
-    assert gpu_memory_problem({"a": (2 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage) is None
-    # four single-threaded workers on one GPU: 8 GiB needed; their pools' free blocks count
-    four = {w: (2 * gib, 3 * gib, 0, "g0") for w in "abcd"}
-    msg = gpu_memory_problem(four, dict.fromkeys("abcd", 1), block, storage)
-    assert "4 worker threads share a GPU with 3.0 GiB free" in msg
-    assert "use --chunks 256,256,256 or smaller (or fewer workers per GPU)" in msg
-    pooled = {w: (2 * gib, 3 * gib, 2 * gib, "g0") for w in "abcd"}
-    assert gpu_memory_problem(pooled, dict.fromkeys("abcd", 1), block, storage) is None
-    # the same four workers on four GPUs fit; two threads each on one GPU do not
-    spread = {w: (2 * gib, 3 * gib, 0, f"g{i}") for i, w in enumerate("abcd")}
-    assert gpu_memory_problem(spread, dict.fromkeys("abcd", 1), block, storage) is None
-    assert "2 worker threads" in gpu_memory_problem(
-        spread, {**dict.fromkeys("abcd", 1), "c": 2}, block, storage
-    )
-    # what each worker keeps between the passes counts once per worker
-    assert gpu_memory_problem(spread, dict.fromkeys("abcd", 1), block, storage, gib) is None
-    assert gpu_memory_problem(spread, dict.fromkeys("abcd", 1), block, storage, gib + 1)
-    assert gpu_memory_problem(pooled, dict.fromkeys("abcd", 1), block, storage, gib // 2) is None
-    assert gpu_memory_problem(pooled, dict.fromkeys("abcd", 1), block, storage, gib)
-    # a lone thread gets the plain message
-    alone = gpu_memory_problem({"a": (4 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage)
-    assert "a worker's GPU has 3.0 GiB free" in alone and "fewer workers" not in alone
-
-
-def test_gpu_memory_check_counts_the_encoder_for_threads_with_turns():
-    from tilelabel.pipeline.runner import gpu_memory_problem
-
-    gib = 1 << 30
-    block, storage = (512, 512, 512), (128, 128, 128)
-    four = {w: (gib, 8 * gib, 0, "g0") for w in "abcd"}
-    threads = dict.fromkeys("abcd", 1)
-    # 4 x 1 GiB to label; 2 GiB more to compress for each thread that may at once
-    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 0) is None
-    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 2) is None
-    msg = gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 3)
-    assert "(and 2.0 GiB more to compress it there)" in msg
-    msg = gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, None)  # all four
-    assert msg.endswith("(or fewer workers per GPU, or fewer GPU encoders: --gpu-encoders)")
-    # turns beyond the threads sharing the GPU cost nothing
-    two = {w: four[w] for w in "ab"}
-    assert gpu_memory_problem(two, {"a": 1, "b": 1}, block, storage, 0, 2 * gib, 8) is None
-    one = {"a": (gib, 3 * gib, 0, "g0")}
-    assert gpu_memory_problem(one, {"a": 1}, block, storage, 0, 2 * gib, 8) is None
-
-
 def test_chunk_shares_of_the_merge_are_not_root_tasks(tmp_path, client):
     """The merge's one-task steps (resolve, distribute) hold every chunk's border labels. Each
     chunk's share is cut out by a task the scheduler must not treat as a root task: those go to

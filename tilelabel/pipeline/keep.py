@@ -23,20 +23,25 @@ INPUT_BYTES_PER_CHUNK_VOXEL = 4
 
 
 #: The default labels budget, in chunks (the run's largest chunk's local labels) per worker
-#: process: one. The writing pass then skips labeling again the chunk each worker labeled last
-#: (first, with one thread), which moves that work off the GPU while it compresses the output:
-#: 1024^3 in 512^3 chunks on one H100 with 16 workers took 1.42 s instead of 1.57-1.63 s at
-#: d 0.05 and 1.76-1.78 s instead of 1.92-1.94 s at d 0.2 (warm runs, 2026-11-24), the peak
-#: GPU memory per worker unchanged there; with more chunks than workers a worker holds one
-#: chunk's labels more while it labels the rest, bounded by the chunk size as before.
+#: process: one, where the run has no more chunks than the cluster has worker threads, else none.
+#: Where each thread labels one chunk, keeping its labels adds nothing to a worker's peak, and the
+#: writing pass skips labeling those chunks again while the GPU compresses the output. Measured
+#: with 16 workers on one H100 (2026-11-24, benchmarks/RESULTS.md): 1024^3 (8 chunks of 512^3)
+#: at d 0.05 took 1.42 s instead of 1.57-1.63 s on one machine, 1.47-1.51 s instead of
+#: 1.51-1.53 s on another, where d 0.2 gained nothing; 2048^3 (64 chunks), where a worker would
+#: hold one chunk's labels more while it labels the rest, gained nothing (slower at d 0.2 in
+#: three runs each) and peaked at 2.1 GiB of GPU memory per worker instead of 1.6.
 DEFAULT_LABEL_CHUNKS = 1
 
 
-def label_budget(keep_labels: int | None, chunk_label_bytes: int) -> int:
+def label_budget(
+    keep_labels: int | None, chunk_label_bytes: int, chunks: int = 1, threads: int = 1
+) -> int:
     """Bytes of labels a worker process may keep: ``keep_labels``, or where it is None (the
-    default) :data:`DEFAULT_LABEL_CHUNKS` chunks of ``chunk_label_bytes``."""
+    default) :data:`DEFAULT_LABEL_CHUNKS` chunks of ``chunk_label_bytes`` where the run's
+    ``chunks`` are no more than the cluster's worker ``threads``, else 0."""
     if keep_labels is None:
-        return DEFAULT_LABEL_CHUNKS * chunk_label_bytes
+        return DEFAULT_LABEL_CHUNKS * chunk_label_bytes if chunks <= threads else 0
     if keep_labels < 0:
         raise ValueError(f"keep_labels must be a number of bytes >= 0, got {keep_labels}")
     return int(keep_labels)

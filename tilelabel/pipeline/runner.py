@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from tilelabel import connectivity as conn_mod
 from tilelabel._version import __version__
 from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import get_backend, resolve_backend
-from tilelabel.pipeline import encoders, heap, keep, ome, zarr_io
+from tilelabel.pipeline import encoders, heap, keep, ome, room, zarr_io
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.cluster import (
     check_workers_per_gpu,
@@ -44,8 +44,7 @@ from tilelabel.pipeline.graph import (
     materialize,
     relabeled,
 )
-from tilelabel.pipeline.local import local_dtype
-from tilelabel.pipeline.plan import plan_for_run, plan_for_storage, shrink_to_fit
+from tilelabel.pipeline.plan import ChunkPlan, plan_for_run, plan_for_storage
 
 log = logging.getLogger("tilelabel")
 
@@ -125,6 +124,20 @@ def _write_chunk(
     clock.lap("host")
 
 
+def _planned(
+    shape: tuple[int, ...],
+    storage: tuple[int, ...],
+    chunks: tuple[int, ...] | None,
+    backend: str,
+    threads: int,
+    encoding: bool,
+) -> ChunkPlan:
+    """The run's plan: small volumes get smaller chunks, so that every worker thread works, but
+    chunks the GPU may compress (``encoding``) keep enough tiles to keep it busy."""
+    min_tiles = encoders.MIN_BATCH_TILES if encoding else 1
+    return plan_for_run(shape, storage, chunks, backend, threads, min_tiles)
+
+
 def _device_chunks(out, turns: int | None, lead: int) -> zarr_io.RawChunks | None:
     """The layout of ``out``'s chunks (an output, or the input it is made like) where a GPU
     may compress them (see _write_chunk); None where zarr encodes them: no encoder turns, an
@@ -148,96 +161,6 @@ def _warm_encoder_soon(codec: str) -> None:
     threading.Thread(
         target=be.warm_encoder, args=(codec,), daemon=True, name="tilelabel-warm"
     ).start()
-
-
-def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list[tuple]]:
-    """Per GPU (the device identity of ``report``'s rows, see gpu_memory_problem), the
-    ``(need, device free, pool free, threads)`` of each worker that uses it."""
-    per_gpu: dict[str, list[tuple]] = {}
-    for worker, (need, device_free, pool_free, device) in report.items():
-        per_gpu.setdefault(device, []).append((need, device_free, pool_free, threads[worker]))
-    return per_gpu
-
-
-def _cuda_memory_problem(
-    client: Client,
-    threads: dict[str, int],
-    plan,
-    storage,
-    label_dtype,
-    connectivity,
-    turns: int | None = 0,
-) -> Callable[[int], str | None]:
-    """Why the workers' GPUs have no room for the largest chunk where each worker also keeps
-    ``kept`` bytes between the passes (:mod:`tilelabel.pipeline.keep`): a function of ``kept``,
-    None where they have room. The workers are asked once, here, after a clear error where a
-    worker has no usable GPU at all.
-
-    ``threads``: per worker, its threads (:func:`~tilelabel.pipeline.cluster.worker_threads`).
-    ``turns``: how many of a GPU's worker threads may compress output at once (None: all;
-    see :mod:`tilelabel.pipeline.encoders`); each of those needs room for the encoder too.
-    """
-    from tilelabel.kernels.backends import BackendUnavailable, chunk_memory, cuda_available
-
-    usable = client.run(cuda_available)
-    if not usable or not all(usable.values()):
-        raise BackendUnavailable(
-            "backend 'cuda' was requested but the cluster's workers have no usable GPU "
-            f"(per worker: {usable})"
-        )
-    block = plan.max_block_shape()
-    report = client.run(chunk_memory, "cuda", block, label_dtype, connectivity, False)
-    extra = 0
-    if turns != 0:
-        encoding = client.run(chunk_memory, "cuda", block, label_dtype, connectivity, True)
-        extra = max(encoding[w][0] - report[w][0] for w in report)
-    return functools.partial(
-        gpu_memory_problem, report, threads, block, storage, encode=extra, turns=turns
-    )
-
-
-def gpu_memory_problem(
-    report: dict[str, tuple[int, int, int, str]],
-    threads: dict[str, int],
-    block: tuple[int, ...],
-    storage: tuple[int, ...],
-    kept: int = 0,
-    encode: int = 0,
-    turns: int | None = 0,
-) -> str | None:
-    """Why chunks of ``block`` do not fit the cluster's GPUs (None: they fit).
-
-    ``report``: per worker, :func:`~tilelabel.kernels.backends.chunk_memory`'s (need, device
-    free, own pool free, device); ``threads``: per worker, its threads. Every worker thread may
-    hold a chunk at once, the workers of one device share its memory, and each worker may also
-    hold ``kept`` bytes between the passes (packed input, which scales with the chunk too).
-    ``encode`` more bytes each for as many threads as may compress output at once: ``turns``
-    per GPU (None: every thread).
-    """
-    for rows in _by_gpu(report, threads).values():
-        need = max(r[0] for r in rows)
-        free = min(r[1] for r in rows) + sum(r[2] for r in rows)
-        slots = sum(r[3] for r in rows)
-        encoding = slots if turns is None else min(slots, turns)
-        total = need * slots + encode * encoding + kept * len(rows)
-        if total <= free:
-            continue
-        fit = shrink_to_fit(block, storage, free / total * 0.9)
-        shared = (
-            f"{slots} worker threads share a GPU with {free / 2**30:.1f} GiB free"
-            if slots > 1
-            else f"a worker's GPU has {free / 2**30:.1f} GiB free"
-        )
-        compress = f" (and {encode / 2**30:.1f} GiB more to compress it there)" if encoding else ""
-        other = ["fewer workers per GPU"] if slots > 1 else []
-        if encoding > 1:
-            other.append("fewer GPU encoders: --gpu-encoders")
-        return (
-            f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory per "
-            f"worker thread{compress}, and {shared}; use --chunks {','.join(map(str, fit))} or "
-            "smaller" + (f" (or {', or '.join(other)})" if other else "")
-        )
-    return None
 
 
 @heap.during_runs
@@ -320,10 +243,11 @@ def label_zarr(
     keep_labels
         Bytes of chunk labels each worker may keep from the labeling pass (in GPU memory for the
         ``cuda`` backend) for the writing pass, which then neither reads nor labels those chunks
-        again (:mod:`tilelabel.pipeline.keep`). None, the default: one chunk's labels
-        (:data:`~tilelabel.pipeline.keep.DEFAULT_LABEL_CHUNKS`), so that memory per worker stays
-        bounded by the chunk size; with ``cuda``, none where they would not fit beside the
-        chunks in GPU memory. 0 labels every chunk again.
+        again (:mod:`tilelabel.pipeline.keep`). None, the default: one chunk's labels where the
+        run has no more chunks than the cluster has worker threads, which adds nothing to a
+        worker's peak memory, else none (:data:`~tilelabel.pipeline.keep.DEFAULT_LABEL_CHUNKS`);
+        with ``cuda``, none where they would not fit beside the chunks in GPU memory
+        (:mod:`tilelabel.pipeline.room`). 0 labels every chunk again.
     keep_input
         Keep each chunk's foreground, packed one bit per voxel, on the worker that labeled it (in
         GPU memory for ``cuda``), so that the writing pass labels the bits again instead of
@@ -343,7 +267,9 @@ def label_zarr(
         chunks (:func:`~tilelabel.pipeline.encoders.turns`; loading the encoder in every worker
         costs more than it saves on smaller outputs), else none; True: the GPU compresses every
         chunk; False: the host does. Where the GPU may compress, processing chunks hold at
-        least :data:`~tilelabel.pipeline.encoders.MIN_BATCH_TILES` storage chunks.
+        least :data:`~tilelabel.pipeline.encoders.MIN_BATCH_TILES` storage chunks. With None,
+        the host compresses everything where the GPUs have no room for the encoder beside the
+        chunks (:mod:`tilelabel.pipeline.room`).
 
     While it runs, this process's heap is frozen (``gc.freeze``, thawed once the last of its
     runs ends; see :mod:`tilelabel.pipeline.heap`), so that a local cluster's scheduler, which
@@ -390,12 +316,27 @@ def label_zarr(
     if backend == "cuda":
         turns = encoders.turns(gpu_encode, plan_for_storage(shape, storage, storage).nchunks)
         raw_in = _device_chunks(src_arr, turns, len(lead) if ome_name else 0)
+        turns = turns if raw_in is not None else 0  # no chunks the GPU may compress
     with connect(client, scheduler, workers, backend, cluster, workers_per_gpu) as c:
         threads = worker_threads(c)
-        # small volumes get smaller chunks, so that every worker thread works, but chunks the
-        # GPU may compress keep enough tiles to keep it busy
-        min_tiles = encoders.MIN_BATCH_TILES if raw_in is not None else 1
-        plan = plan_for_run(shape, storage, chunks, backend, cluster_threads(threads), min_tiles)
+        nthreads = cluster_threads(threads)
+        planned = functools.partial(_planned, shape, storage, chunks, backend, nthreads)
+        if backend == "cuda":
+            run = room.fit(
+                room.asker(c, threads, storage, conn),
+                planned,
+                conn,
+                nthreads,
+                turns,
+                keep_labels,
+                keep_input,
+                may_drop_encoder=gpu_encode is None,
+            )
+            if run.turns != 0:  # loaded while the labeling pass runs
+                c.run(_warm_encoder_soon, raw_in.codec)
+        else:
+            run = room.Fit.of(planned(False), conn, nthreads, 0, keep_labels, keep_input)
+        plan, turns, budget, input_budget = run.plan, run.turns, run.label_budget, run.input_budget
         log.info(
             "labeling %s %s in %d chunks of up to %s",
             shape,
@@ -403,26 +344,6 @@ def label_zarr(
             plan.nchunks,
             plan.max_block_shape(),
         )
-        chunk_voxels = int(np.prod(plan.max_block_shape(), dtype=np.int64))
-        input_budget = keep.INPUT_BYTES_PER_CHUNK_VOXEL * chunk_voxels if keep_input else 0
-        ldt = local_dtype(plan.max_block_shape(), conn)
-        budget = keep.label_budget(keep_labels, chunk_voxels * ldt.itemsize)
-        if backend == "cuda":
-            # what a worker can hold of this volume's packed input and labels, at most their
-            # budgets
-            bits = min(input_budget, plan.nchunks * ((chunk_voxels + 7) // 8))
-            held = min(budget, plan.nchunks * chunk_voxels * ldt.itemsize)
-            memory_problem = _cuda_memory_problem(c, threads, plan, storage, ldt, conn, turns)
-            problem = memory_problem(bits + held)
-            if problem and keep_labels is None and held:
-                # the default's kept labels do not fit beside the chunks: none are kept, and
-                # the writing pass labels every chunk again
-                budget = 0
-                problem = memory_problem(bits)
-            if problem:
-                raise ValueError(problem)
-            if raw_in is not None:  # loaded while the labeling pass runs
-                c.run(_warm_encoder_soon, raw_in.codec)
         graph = build_merge_graph(
             Source(lambda idx: source),
             plan,

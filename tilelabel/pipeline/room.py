@@ -1,0 +1,221 @@
+"""Whether a run fits its GPUs' memory, and what it gives up, where it can, so that it does.
+
+Every worker thread may hold one chunk on its GPU at once; beside them each worker may keep
+labels and packed input between the passes (:mod:`tilelabel.pipeline.keep`), and the threads
+that compress output need the encoder's room too (:mod:`tilelabel.pipeline.encoders`). Both
+extras are defaults that only save time, so on a GPU too small for them a run gives them up
+rather than refuse: first the kept labels, then the GPU's compression (the host compresses the
+output, and the plan no longer needs chunks large enough for the encoder), then both. An extra
+the user asked for by name is never given up; where nothing fits, the run is refused with a
+chunk size that would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+from collections.abc import Callable
+
+from distributed import Client
+
+from tilelabel.pipeline import keep
+from tilelabel.pipeline.local import local_dtype
+from tilelabel.pipeline.plan import ChunkPlan, shrink_to_fit
+
+log = logging.getLogger("tilelabel")
+
+#: a function of the bytes each worker keeps between the passes: why the GPUs have no room for
+#: the run's chunks and that (None: they have)
+Problem = Callable[[int], "str | None"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """A run's plan with what it may hold on top of its chunks."""
+
+    plan: ChunkPlan
+    #: encoder turns per GPU (see :func:`tilelabel.pipeline.encoders.turns`; 0: none)
+    turns: int | None
+    #: bytes of labels each worker may keep between the passes
+    label_budget: int
+    #: bytes of packed input each worker may keep between the passes
+    input_budget: int
+
+    @classmethod
+    def of(
+        cls,
+        plan: ChunkPlan,
+        connectivity: int,
+        threads: int,
+        turns: int | None,
+        keep_labels: int | None,
+        keep_input: bool,
+    ) -> Fit:
+        """The run of ``plan`` on a cluster of ``threads`` worker threads, with what the
+        options let it hold (:mod:`tilelabel.pipeline.keep`)."""
+        voxels = chunk_voxels(plan)
+        labels = keep.label_budget(
+            keep_labels, voxels * label_bytes(plan, connectivity), plan.nchunks, threads
+        )
+        inputs = keep.INPUT_BYTES_PER_CHUNK_VOXEL * voxels if keep_input else 0
+        return cls(plan, turns, labels, inputs)
+
+    def held(self, connectivity: int) -> tuple[int, int]:
+        """What one worker can hold of this run's (labels, packed input): at most the budgets,
+        at most every chunk."""
+        voxels, n = chunk_voxels(self.plan), self.plan.nchunks
+        labels = min(self.label_budget, n * voxels * label_bytes(self.plan, connectivity))
+        return labels, min(self.input_budget, n * ((voxels + 7) // 8))
+
+
+def chunk_voxels(plan: ChunkPlan) -> int:
+    """Voxels of ``plan``'s largest chunk."""
+    return math.prod(plan.max_block_shape())
+
+
+def label_bytes(plan: ChunkPlan, connectivity: int) -> int:
+    """Bytes per voxel of the local labels of ``plan``'s largest chunk."""
+    return local_dtype(plan.max_block_shape(), connectivity).itemsize
+
+
+def fit(
+    ask: Callable[[ChunkPlan, int | None], Problem],
+    planned: Callable[[bool], ChunkPlan],
+    connectivity: int,
+    threads: int,
+    turns: int | None,
+    keep_labels: int | None,
+    keep_input: bool,
+    may_drop_encoder: bool,
+) -> Fit:
+    """The first run that fits, in the order of the module's docstring, or a ValueError that
+    says why the last one tried does not.
+
+    ``ask(plan, turns)``: the GPUs' :data:`Problem` for ``plan``'s chunks with ``turns`` encoder
+    turns (:func:`asker`); ``planned(encoding)``: the run's plan where the GPU compresses output
+    or not; ``threads``: the cluster's worker threads; ``may_drop_encoder``: ``turns`` is the
+    default's, not the user's."""
+    first = problem = None
+    for t in (turns, 0) if turns != 0 and may_drop_encoder else (turns,):
+        run = Fit.of(planned(t != 0), connectivity, threads, t, keep_labels, keep_input)
+        labels, bits = run.held(connectivity)
+        problem_with = ask(run.plan, t)
+        for kept in (labels, 0) if keep_labels is None and labels else (labels,):
+            problem = problem_with(bits + kept)
+            first = first or problem
+            if problem is None:
+                given_up = []
+                if kept != labels:
+                    run = dataclasses.replace(run, label_budget=0)
+                    given_up.append("keeps no chunk labels between the passes")
+                if t != turns:
+                    given_up.append("compresses the output on the host")
+                if given_up:
+                    log.warning(
+                        "the GPUs have no room for this run's defaults, so it %s: %s",
+                        " and ".join(given_up),
+                        first,
+                    )
+                return run
+    raise ValueError(problem)
+
+
+def asker(
+    client: Client, threads: dict[str, int], storage: tuple[int, ...], connectivity: int
+) -> Callable[[ChunkPlan, int | None], Problem]:
+    """:func:`fit`'s ``ask`` for the cluster of ``client``: asks its workers about their GPUs,
+    after a clear error where a worker has no usable GPU at all.
+
+    ``threads``: per worker, its threads (:func:`~tilelabel.pipeline.cluster.worker_threads`).
+    """
+    from tilelabel.kernels.backends import BackendUnavailable, cuda_available
+
+    usable = client.run(cuda_available)
+    if not usable or not all(usable.values()):
+        raise BackendUnavailable(
+            "backend 'cuda' was requested but the cluster's workers have no usable GPU "
+            f"(per worker: {usable})"
+        )
+    return functools.partial(_ask_workers, client, threads, storage, connectivity)
+
+
+def _ask_workers(
+    client: Client,
+    threads: dict[str, int],
+    storage: tuple[int, ...],
+    connectivity: int,
+    plan: ChunkPlan,
+    turns: int | None,
+) -> Problem:
+    """The workers' GPUs' :data:`Problem` for ``plan``'s largest chunk, asked once. ``turns``:
+    how many of a GPU's worker threads may compress output at once (None: all); each of those
+    needs room for the encoder too."""
+    from tilelabel.kernels.backends import chunk_memory
+
+    block = plan.max_block_shape()
+    ldt = local_dtype(block, connectivity)
+    report = client.run(chunk_memory, "cuda", block, ldt, connectivity, False)
+    extra = 0
+    if turns != 0:
+        encoding = client.run(chunk_memory, "cuda", block, ldt, connectivity, True)
+        extra = max(encoding[w][0] - report[w][0] for w in report)
+    return functools.partial(
+        gpu_memory_problem, report, threads, block, storage, encode=extra, turns=turns
+    )
+
+
+def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list[tuple]]:
+    """Per GPU (the device identity of ``report``'s rows, see gpu_memory_problem), the
+    ``(need, device free, pool free, threads)`` of each worker that uses it."""
+    per_gpu: dict[str, list[tuple]] = {}
+    for worker, (need, device_free, pool_free, device) in report.items():
+        per_gpu.setdefault(device, []).append((need, device_free, pool_free, threads[worker]))
+    return per_gpu
+
+
+def gpu_memory_problem(
+    report: dict[str, tuple[int, int, int, str]],
+    threads: dict[str, int],
+    block: tuple[int, ...],
+    storage: tuple[int, ...],
+    kept: int = 0,
+    encode: int = 0,
+    turns: int | None = 0,
+) -> str | None:
+    """Why chunks of ``block`` do not fit the cluster's GPUs (None: they fit).
+
+    ``report``: per worker, :func:`~tilelabel.kernels.backends.chunk_memory`'s (need, device
+    free, own pool free, device); ``threads``: per worker, its threads. Every worker thread may
+    hold a chunk at once, the workers of one device share its memory, and each worker may also
+    hold ``kept`` bytes between the passes (packed input, which scales with the chunk too).
+    ``encode`` more bytes each for as many threads as may compress output at once: ``turns``
+    per GPU (None: every thread).
+    """
+    for rows in _by_gpu(report, threads).values():
+        need = max(r[0] for r in rows)
+        free = min(r[1] for r in rows) + sum(r[2] for r in rows)
+        slots = sum(r[3] for r in rows)
+        encoding = slots if turns is None else min(slots, turns)
+        total = need * slots + encode * encoding + kept * len(rows)
+        if total <= free:
+            continue
+        fit = shrink_to_fit(block, storage, free / total * 0.9)
+        shared = (
+            f"{slots} worker threads share a GPU with {free / 2**30:.1f} GiB free"
+            if slots > 1
+            else f"a worker's GPU has {free / 2**30:.1f} GiB free"
+        )
+        compress = f" (and {encode / 2**30:.1f} GiB more to compress it there)" if encoding else ""
+        if kept:
+            compress += f", each worker keeps {kept / 2**30:.1f} GiB between the passes"
+        other = ["fewer workers per GPU"] if slots > 1 else []
+        if encoding > 1:
+            other.append("fewer GPU encoders: --gpu-encoders")
+        return (
+            f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory per "
+            f"worker thread{compress}, and {shared}; use --chunks {','.join(map(str, fit))} or "
+            "smaller" + (f" (or {', or '.join(other)})" if other else "")
+        )
+    return None
