@@ -288,11 +288,12 @@ def test_default_gpu_encoding_keeps_enough_tiles_per_chunk(tmp_path, caplog):
     assert plan_for_run((64,) * 3, tile, None, "cuda", threads).nchunks > big.nchunks == 8
 
 
-@pytest.mark.parametrize("give_up", ["labels", "encoder", "both"])
+@pytest.mark.parametrize("give_up", ["labels", "encoder", "both", "chunks"])
 def test_defaults_given_up_on_a_full_gpu(tmp_path, caplog, give_up):
     """Where the GPU's free memory, taken here by this process, leaves room for the chunks but
-    not for the kept labels, the encoder or both, a default run gives those up and still equals
-    scipy; the same options asked for by name are refused and nothing is written."""
+    not for the kept labels, the encoder or both, or only for chunks smaller than the
+    default's, a default run gives those up and still equals scipy; the same options asked for
+    by name are refused and nothing is written."""
     import functools
     import logging
     import math
@@ -304,50 +305,62 @@ def test_defaults_given_up_on_a_full_gpu(tmp_path, caplog, give_up):
     from tilelabel.kernels.backends import chunk_memory
     from tilelabel.kernels.gpu_codec import available
     from tilelabel.pipeline import encoders
+    from tilelabel.pipeline.plan import plan_for_run
 
-    if give_up != "both" and not available():
+    if give_up in ("labels", "encoder") and not available():
         pytest.skip("needs nvidia-nvcomp")
-    # 512 storage chunks: the GPU compresses by default, in one processing chunk of 256^3
+    # 512 storage chunks: the GPU compresses by default
     shape, storage = (256, 256, 256), (32, 32, 32)
     img = random_volume(shape, 0.2, 1, seed=9)
     src = write_zarr(tmp_path / "in.zarr", img, storage)
-    voxels = math.prod(shape)
+    # one chunk of 256^3 where chunks are named; the default's for one thread, and its next
+    # smaller, where they are not (eight chunks or more: no labels kept)
+    default = plan_for_run(shape, storage, None, "cuda", 1).max_block_shape()
+    half = math.prod(default) // 2
+    smaller = plan_for_run(shape, storage, None, "cuda", 1, 1, half).max_block_shape()
+    block = smaller if give_up == "chunks" else shape
+    voxels = math.prod(block)
     labels, bits = 4 * voxels, voxels // 8  # one chunk's uint32 labels and packed input
     cp.cuda.runtime.memGetInfo()  # this process's CUDA context, before the free bytes are asked
     with LocalCUDACluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cl:
         with Client(cl, set_as_default=False) as c:
 
-            def room(encode):
+            def room(block, encode=False):
                 ((need, device, pool, _),) = c.run(
-                    chunk_memory, "cuda", shape, "uint32", 26, encode
+                    chunk_memory, "cuda", block, "uint32", 26, encode
                 ).values()
                 return need, device + pool
 
-            need, free = room(False)
-            extra = room(True)[0] - need
-            want = {
-                "labels": need + extra + bits + labels // 2,
-                "encoder": need + bits + labels + (extra - labels) // 2,
-                "both": need + bits + labels // 2,
-            }[give_up]
+            need, free = room(block)
+            extra = room(block, True)[0] - need
+            if give_up == "chunks":  # eight chunks of each size: their bits are one chunk's
+                larger = room(default)[0] + math.prod(default)
+                want = (need + 8 * bits + larger) // 2
+            else:
+                want = {
+                    "labels": need + extra + bits + labels // 2,
+                    "encoder": need + bits + labels + (extra - labels) // 2,
+                    "both": need + bits + labels // 2,
+                }[give_up]
             hog = cp.empty(free - want, dtype=cp.uint8)
             try:
-                free = room(False)[1]
-                assert abs(free - want) < labels // 4  # the window the case is meant for
-                # one chunk: without the encoder, the plan would cut it in two for the thread
+                free = room(block)[1]
+                assert abs(free - want) < voxels  # the window the case is meant for
                 run = functools.partial(
                     tilelabel.label_zarr,
                     src,
                     str(tmp_path / "out.zarr"),
                     client=c,
                     backend="cuda",
-                    chunks=shape,
+                    # one chunk: without the encoder, the plan would cut it in two for the thread
+                    chunks=None if give_up == "chunks" else shape,
                 )
                 # each run named here keeps what the window has no room for
                 named = {
                     "labels": [{"keep_labels": labels, "gpu_encode": 1}],
                     "encoder": [{"gpu_encode": 1}],
                     "both": [{"keep_labels": labels}, {"gpu_encode": 1}],
+                    "chunks": [{"chunks": default}],
                 }
                 for option in named[give_up]:
                     with pytest.raises(ValueError, match="GiB of GPU memory per worker thread"):
@@ -361,8 +374,9 @@ def test_defaults_given_up_on_a_full_gpu(tmp_path, caplog, give_up):
                 del hog
                 cp.get_default_memory_pool().free_all_blocks()
     said = " ".join(r.getMessage() for r in caplog.records)
-    assert ("keeps no chunk labels" in said) == (give_up != "encoder")
+    assert ("keeps no chunk labels" in said) == (give_up in ("labels", "both"))
     assert ("compresses the output on the host" in said) == (give_up != "labels")
+    assert (f"labels in chunks of up to {smaller}" in said) == (give_up == "chunks")
     if give_up != "labels":
         assert device == 0
     ref, rn = ndimage.label(img, np.ones((3, 3, 3)))

@@ -86,9 +86,9 @@ def gpu(free: int, storage: tuple[int, ...], threads: int = 1):
 
 
 def planner(shape, storage, threads, chunks=None):
-    def planned(encoding):
+    def planned(encoding, largest=None):
         tiles = encoders.MIN_BATCH_TILES if encoding else 1
-        return plan_for_run(shape, storage, chunks, "cuda", threads, tiles)
+        return plan_for_run(shape, storage, chunks, "cuda", threads, tiles, largest)
 
     return planned
 
@@ -156,3 +156,32 @@ def test_cpu_runs_keep_their_budgets():
     assert Fit.of(plan, 26, 8, 0, None, True) == Fit(plan, 0, 4 * v, 4 * v)
     assert Fit.of(plan, 26, 7, 0, None, True) == Fit(plan, 0, 0, 4 * v)  # more chunks: none
     assert Fit.of(plan, 26, 2, 0, 5, False).held(26) == (5, 0)
+
+
+def test_default_chunks_shrink_until_the_run_fits(caplog):
+    """16 threads on a GPU with room for 16 chunks of 256^3 and no more: the default's 512^3
+    chunks are halved until they fit, without the encoder; named chunks are refused."""
+    shape, storage, threads = (2048,) * 3, (128,) * 3, 16
+    free = threads * NEED * 256**3 + 4 * 256**3  # the chunks, and each worker's bits
+
+    def run(chunks=None, may_drop_encoder=True):
+        planned = planner(shape, storage, threads, chunks)
+        ask = gpu(free, storage, threads)
+        return fit(
+            ask, planned, 26, threads, 1, None, True, may_drop_encoder, may_shrink=chunks is None
+        )
+
+    with caplog.at_level(logging.WARNING, logger="tilelabel"):
+        got = run()
+    assert got.plan.max_block_shape() == (256, 256, 256) and got.turns == 0
+    assert got.label_budget == 0  # 512 chunks for 16 threads
+    said = caplog.records[-1].getMessage()
+    assert "compresses the output on the host and labels in chunks of up to (256, 256, 256)" in said
+    assert "GiB free; use" not in said and said.endswith("share a GPU with 3.8 GiB free")
+    with pytest.raises(ValueError, match="use --chunks 128,128,128 or smaller"):  # with a margin
+        run(chunks=(512,) * 3)
+    # the encoder named by the user stays, in chunks small enough for it beside the rest
+    kept = run(may_drop_encoder=False)
+    v = math.prod(kept.plan.max_block_shape())
+    assert kept.turns == 1 and v < 256**3
+    assert threads * NEED * v + ENCODE * v + 4 * v <= free

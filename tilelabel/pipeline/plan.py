@@ -129,16 +129,17 @@ def plan_for_run(
     backend: str,
     threads: int,
     min_tiles: int = 1,
+    largest: int | None = None,
 ) -> ChunkPlan:
-    """A run's plan: ``chunks`` when given, else the backend's target chunk size, made smaller
-    for small volumes so that each of the cluster's ``threads`` worker threads gets two chunks,
-    but not below ``min_tiles`` storage chunks (nor above the target for that): a GPU that
-    compresses the output does so one chunk's tiles at a time, and needs many of them at once
-    (see :mod:`tilelabel.pipeline.encoders`)."""
+    """A run's plan: ``chunks`` when given, else the backend's target chunk size (or
+    ``largest`` voxels), made smaller for small volumes so that each of the cluster's
+    ``threads`` worker threads gets two chunks, but not below ``min_tiles`` storage chunks (nor
+    above the target for that): a GPU that compresses the output does so one chunk's tiles at
+    a time, and needs many of them at once (see :mod:`tilelabel.pipeline.encoders`)."""
     if chunks is not None:
         return plan_for_storage(shape, storage_chunks, chunks)
     voxels = int(np.prod([int(s) for s in shape], dtype=np.int64))
-    largest = DEFAULT_TARGET_VOXELS[backend]
+    largest = DEFAULT_TARGET_VOXELS[backend] if largest is None else largest
     tile = math.prod(min(int(c), int(s)) for c, s in zip(storage_chunks, shape, strict=True))
     target = max(voxels // (2 * max(threads, 1)), min(min_tiles * tile, largest))
     return plan_for_storage(shape, storage_chunks, None, max(int(min(target, largest)), 1))

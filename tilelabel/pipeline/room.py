@@ -5,9 +5,9 @@ labels and packed input between the passes (:mod:`tilelabel.pipeline.keep`), and
 that compress output need the encoder's room too (:mod:`tilelabel.pipeline.encoders`). Both
 extras are defaults that only save time, so on a GPU too small for them a run gives them up
 rather than refuse: first the kept labels, then the GPU's compression (the host compresses the
-output, and the plan no longer needs chunks large enough for the encoder), then both. An extra
-the user asked for by name is never given up; where nothing fits, the run is refused with a
-chunk size that would.
+output, and the plan no longer needs chunks large enough for the encoder), then both; and
+where the chunk size is the default's, smaller chunks after that. What the user asked for by
+name is never given up; where nothing fits, the run is refused with a chunk size that would.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from distributed import Client
 
@@ -82,29 +82,33 @@ def label_bytes(plan: ChunkPlan, connectivity: int) -> int:
 
 def fit(
     ask: Callable[[ChunkPlan, int | None], Problem],
-    planned: Callable[[bool], ChunkPlan],
+    planned: Callable[..., ChunkPlan],
     connectivity: int,
     threads: int,
     turns: int | None,
     keep_labels: int | None,
     keep_input: bool,
     may_drop_encoder: bool,
+    may_shrink: bool = False,
 ) -> Fit:
     """The first run that fits, in the order of the module's docstring, or a ValueError that
     says why the last one tried does not.
 
     ``ask(plan, turns)``: the GPUs' :data:`Problem` for ``plan``'s chunks with ``turns`` encoder
-    turns (:func:`asker`); ``planned(encoding)``: the run's plan where the GPU compresses output
-    or not; ``threads``: the cluster's worker threads; ``may_drop_encoder``: ``turns`` is the
-    default's, not the user's."""
-    first = problem = None
-    for t in (turns, 0) if turns != 0 and may_drop_encoder else (turns,):
-        run = Fit.of(planned(t != 0), connectivity, threads, t, keep_labels, keep_input)
+    turns (:func:`asker`); ``planned(encoding, largest=None)``: the run's plan where the GPU
+    compresses output or not, its chunks at most ``largest`` voxels; ``threads``: the cluster's
+    worker threads; ``may_drop_encoder``: ``turns`` is the default's, not the user's;
+    ``may_shrink``: the chunk size is the default's, so a run that fits nowhere else labels in
+    chunks of at most half the voxels, and half again, down to one storage chunk."""
+    why = problem = None  # why the defaults do not fit, without the advice
+    for t, plan in _tries(planned, turns, may_drop_encoder, may_shrink):
+        run = Fit.of(plan, connectivity, threads, t, keep_labels, keep_input)
         labels, bits = run.held(connectivity)
         problem_with = ask(run.plan, t)
         for kept in (labels, 0) if keep_labels is None and labels else (labels,):
             problem = problem_with(bits + kept)
-            first = first or problem
+            if why is None and problem is not None:
+                why = problem_with(bits + kept, advice=False)
             if problem is None:
                 given_up = []
                 if kept != labels:
@@ -112,14 +116,38 @@ def fit(
                     given_up.append("keeps no chunk labels between the passes")
                 if t != turns:
                     given_up.append("compresses the output on the host")
+                if plan != planned(turns != 0):
+                    given_up.append(f"labels in chunks of up to {plan.max_block_shape()}")
                 if given_up:
                     log.warning(
                         "the GPUs have no room for this run's defaults, so it %s: %s",
                         " and ".join(given_up),
-                        first,
+                        why,
                     )
                 return run
     raise ValueError(problem)
+
+
+def _tries(
+    planned: Callable[..., ChunkPlan],
+    turns: int | None,
+    may_drop_encoder: bool,
+    may_shrink: bool,
+) -> Iterator[tuple[int | None, ChunkPlan]]:
+    """(encoder turns, plan) of each run :func:`fit` tries, the defaults first."""
+    yield turns, planned(turns != 0)
+    smallest = 0 if may_drop_encoder else turns  # the encoder named by the user stays
+    if turns != 0 and smallest == 0:
+        yield 0, planned(False)
+    plan = planned(smallest != 0)
+    target = chunk_voxels(plan) // 2
+    while may_shrink and target:
+        # the target halves; the chunks, whole storage chunks, shrink by one of those at a time
+        smaller = planned(smallest != 0, target)
+        if smaller != plan:
+            plan = smaller
+            yield smallest, plan
+        target //= 2
 
 
 def asker(
@@ -183,8 +211,10 @@ def gpu_memory_problem(
     kept: int = 0,
     encode: int = 0,
     turns: int | None = 0,
+    advice: bool = True,
 ) -> str | None:
-    """Why chunks of ``block`` do not fit the cluster's GPUs (None: they fit).
+    """Why chunks of ``block`` do not fit the cluster's GPUs (None: they fit), and with
+    ``advice`` what would.
 
     ``report``: per worker, :func:`~tilelabel.kernels.backends.chunk_memory`'s (need, device
     free, own pool free, device); ``threads``: per worker, its threads. Every worker thread may
@@ -201,7 +231,6 @@ def gpu_memory_problem(
         total = need * slots + encode * encoding + kept * len(rows)
         if total <= free:
             continue
-        fit = shrink_to_fit(block, storage, free / total * 0.9)
         shared = (
             f"{slots} worker threads share a GPU with {free / 2**30:.1f} GiB free"
             if slots > 1
@@ -210,12 +239,17 @@ def gpu_memory_problem(
         compress = f" (and {encode / 2**30:.1f} GiB more to compress it there)" if encoding else ""
         if kept:
             compress += f", each worker keeps {kept / 2**30:.1f} GiB between the passes"
+        why = (
+            f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory per "
+            f"worker thread{compress}, and {shared}"
+        )
+        if not advice:
+            return why
+        fit = shrink_to_fit(block, storage, free / total * 0.9)
         other = ["fewer workers per GPU"] if slots > 1 else []
         if encoding > 1:
             other.append("fewer GPU encoders: --gpu-encoders")
-        return (
-            f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory per "
-            f"worker thread{compress}, and {shared}; use --chunks {','.join(map(str, fit))} or "
-            "smaller" + (f" (or {', or '.join(other)})" if other else "")
+        return f"{why}; use --chunks {','.join(map(str, fit))} or smaller" + (
+            f" (or {', or '.join(other)})" if other else ""
         )
     return None

@@ -131,11 +131,13 @@ def _planned(
     backend: str,
     threads: int,
     encoding: bool,
+    largest: int | None = None,
 ) -> ChunkPlan:
     """The run's plan: small volumes get smaller chunks, so that every worker thread works, but
-    chunks the GPU may compress (``encoding``) keep enough tiles to keep it busy."""
+    chunks the GPU may compress (``encoding``) keep enough tiles to keep it busy; ``largest``:
+    at most so many voxels per chunk instead of the backend's target."""
     min_tiles = encoders.MIN_BATCH_TILES if encoding else 1
-    return plan_for_run(shape, storage, chunks, backend, threads, min_tiles)
+    return plan_for_run(shape, storage, chunks, backend, threads, min_tiles, largest)
 
 
 def _device_chunks(out, turns: int | None, lead: int) -> zarr_io.RawChunks | None:
@@ -205,7 +207,8 @@ def label_zarr(
         As in :func:`tilelabel.label`; full connectivity by default.
     chunks
         Processing chunk size per axis, a whole multiple of the storage chunks; by default storage
-        chunks are grouped into chunks of about 256^3 voxels (CPU) or 512^3 (GPU).
+        chunks are grouped into chunks of about 256^3 voxels (CPU) or 512^3 (GPU), smaller where
+        the GPUs have no room for those (:mod:`tilelabel.pipeline.room`).
     backend
         ``"auto"`` (GPU when usable), ``"cpu"`` or ``"cuda"``.
     dtype
@@ -331,6 +334,7 @@ def label_zarr(
                 keep_labels,
                 keep_input,
                 may_drop_encoder=gpu_encode is None,
+                may_shrink=chunks is None,
             )
             if run.turns != 0:  # loaded while the labeling pass runs
                 c.run(_warm_encoder_soon, raw_in.codec)
