@@ -26,9 +26,10 @@ from tilelabel.pipeline.plan import ChunkPlan, shrink_to_fit
 
 log = logging.getLogger("tilelabel")
 
-#: a function of the bytes each worker keeps between the passes: why the GPUs have no room for
-#: the run's chunks and that (None: they have)
-Problem = Callable[[int], "str | None"]
+#: a function of the bytes each worker keeps between the passes (and ``advice=True``): why the
+#: GPUs have no room for the run's chunks and that, and what would fit (None: they have room;
+#: :func:`gpu_memory_problem` bound to the workers' answers)
+Problem = Callable[..., "str | None"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +143,7 @@ def _tries(
     plan = planned(smallest != 0)
     target = chunk_voxels(plan) // 2
     while may_shrink and target:
-        # the target halves; the chunks, whole storage chunks, shrink by one of those at a time
+        # chunks are whole storage chunks, so a halved target may leave the plan as it was
         smaller = planned(smallest != 0, target)
         if smaller != plan:
             plan = smaller
