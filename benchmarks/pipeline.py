@@ -596,6 +596,27 @@ def warm_up(work: Path, methods: list[str], storage_chunk: int) -> None:
     shutil.rmtree(work / "warm-out.zarr", ignore_errors=True)
 
 
+def hold_gpu_memory(gib: float | None) -> list:
+    """Arrays taking all but ``gib`` GiB of each GPU's free memory (none where ``gib`` is None),
+    for as long as the caller keeps them: the GPU methods then run as on a smaller GPU."""
+    if gib is None:
+        return []
+    import cupy as cp
+
+    held = []
+    for d in range(cp.cuda.runtime.getDeviceCount()):
+        with cp.cuda.Device(d):
+            free = cp.cuda.runtime.memGetInfo()[0]
+            take = free - int(gib * 2**30)
+            if take <= 0:
+                raise SystemExit(
+                    f"GPU {d} has only {free / 2**30:.1f} GiB free, not more than {gib}"
+                )
+            held.append(cp.empty(take, dtype=cp.uint8))
+            print(f"# GPU {d}: holding {take / 2**30:.1f} GiB, {gib} GiB left free", flush=True)
+    return held
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
@@ -678,6 +699,14 @@ def main() -> None:
         action="store_true",
         help="keep every task's kind, worker, start and stop in the JSON rows (`stream`)",
     )
+    p.add_argument(
+        "--gpu-free",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="leave only GIB GiB free on each GPU while the methods run, as on a smaller GPU "
+        "(this process holds the rest; the workers' CUDA contexts come out of what is left)",
+    )
     p.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/tilelabel-bench")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     p.add_argument("--child", nargs=3, metavar=("METHOD", "SRC", "DST"), help=argparse.SUPPRESS)
@@ -701,6 +730,7 @@ def main() -> None:
     except Exception:
         pass
     warm_up(work, args.methods, args.storage_chunk)
+    held = hold_gpu_memory(args.gpu_free)
     for size in args.sizes:
         for density in args.densities:
             shape = (size,) * 3
@@ -776,11 +806,15 @@ def main() -> None:
         "storage_chunk": args.storage_chunk,
         "codec": "zarr default (zstd)",
         "disagreements": wrong,
+        "gpu_free_gib": args.gpu_free,
     }
+    del held
     (out_dir / "pipeline.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [
         f"Device: {device}; {usable_cores()} CPU cores; date {meta['date']}; storage chunks "
-        f"{args.storage_chunk}^3, zarr v3 default codec; input and output on local disk.",
+        f"{args.storage_chunk}^3, zarr v3 default codec; input and output on local disk"
+        + (f"; {args.gpu_free} GiB left free per GPU" if args.gpu_free is not None else "")
+        + ".",
         "",
         "| size | density | method | workers | s | GVox/s | vs copy (same cluster) | "
         "vs fastest copy | vs dask-image | peak host/worker GiB | peak GPU/worker GiB | "
