@@ -101,8 +101,9 @@ def fit(
     worker threads; ``may_drop_encoder``: ``turns`` is the default's, not the user's;
     ``may_shrink``: the chunk size is the default's, so a run that fits nowhere else labels in
     chunks of at most half the voxels, and half again, down to one storage chunk."""
-    why = problem = None  # why the defaults do not fit, without the advice
+    why = problem = default = None  # why the defaults do not fit, without the advice
     for t, plan in _tries(planned, turns, may_drop_encoder, may_shrink):
+        default = default or plan  # the first try's
         run = Fit.of(plan, connectivity, threads, t, keep_labels, keep_input)
         labels, bits = run.held(connectivity)
         problem_with = ask(run.plan, t)
@@ -117,7 +118,7 @@ def fit(
                     given_up.append("keeps no chunk labels between the passes")
                 if t != turns:
                     given_up.append("compresses the output on the host")
-                if plan != planned(turns != 0):
+                if plan != default:
                     given_up.append(f"labels in chunks of up to {plan.max_block_shape()}")
                 if given_up:
                     log.warning(
@@ -136,11 +137,12 @@ def _tries(
     may_shrink: bool,
 ) -> Iterator[tuple[int | None, ChunkPlan]]:
     """(encoder turns, plan) of each run :func:`fit` tries, the defaults first."""
-    yield turns, planned(turns != 0)
+    plan = planned(turns != 0)
+    yield turns, plan
     smallest = 0 if may_drop_encoder else turns  # the encoder named by the user stays
-    if turns != 0 and smallest == 0:
-        yield 0, planned(False)
-    plan = planned(smallest != 0)
+    if smallest != turns:
+        plan = planned(False)
+        yield smallest, plan
     target = chunk_voxels(plan) // 2
     while may_shrink and target:
         # chunks are whole storage chunks, so a halved target may leave the plan as it was
@@ -159,7 +161,7 @@ def asker(
 
     ``threads``: per worker, its threads (:func:`~tilelabel.pipeline.cluster.worker_threads`).
     """
-    from tilelabel.kernels.backends import BackendUnavailable, cuda_available
+    from tilelabel.kernels.backends import BackendUnavailable, chunk_memory, cuda_available
 
     usable = client.run(cuda_available)
     if not usable or not all(usable.values()):
@@ -167,32 +169,32 @@ def asker(
             "backend 'cuda' was requested but the cluster's workers have no usable GPU "
             f"(per worker: {usable})"
         )
-    return functools.partial(_ask_workers, client, threads, storage, connectivity)
+    reports: dict[tuple, dict[str, tuple]] = {}
 
+    def report(block: tuple[int, ...], encode: bool) -> dict[str, tuple]:
+        # the tries of one run share their blocks: each block is asked about once
+        if (block, encode) not in reports:
+            ldt = local_dtype(block, connectivity)
+            reports[block, encode] = client.run(
+                chunk_memory, "cuda", block, ldt, connectivity, encode
+            )
+        return reports[block, encode]
 
-def _ask_workers(
-    client: Client,
-    threads: dict[str, int],
-    storage: tuple[int, ...],
-    connectivity: int,
-    plan: ChunkPlan,
-    turns: int | None,
-) -> Problem:
-    """The workers' GPUs' :data:`Problem` for ``plan``'s largest chunk, asked once. ``turns``:
-    how many of a GPU's worker threads may compress output at once (None: all); each of those
-    needs room for the encoder too."""
-    from tilelabel.kernels.backends import chunk_memory
+    def ask(plan: ChunkPlan, turns: int | None) -> Problem:
+        """The workers' GPUs' :data:`Problem` for ``plan``'s largest chunk. ``turns``: how many
+        of a GPU's worker threads may compress output at once (None: all); each of those needs
+        room for the encoder too."""
+        block = plan.max_block_shape()
+        base = report(block, False)
+        extra = 0
+        if turns != 0:
+            encoding = report(block, True)
+            extra = max(encoding[w][0] - base[w][0] for w in base)
+        return functools.partial(
+            gpu_memory_problem, base, threads, block, storage, encode=extra, turns=turns
+        )
 
-    block = plan.max_block_shape()
-    ldt = local_dtype(block, connectivity)
-    report = client.run(chunk_memory, "cuda", block, ldt, connectivity, False)
-    extra = 0
-    if turns != 0:
-        encoding = client.run(chunk_memory, "cuda", block, ldt, connectivity, True)
-        extra = max(encoding[w][0] - report[w][0] for w in report)
-    return functools.partial(
-        gpu_memory_problem, report, threads, block, storage, encode=extra, turns=turns
-    )
+    return ask
 
 
 def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list[tuple]]:
