@@ -14,6 +14,7 @@ from scipy import ndimage
 from tests.conftest import write_zarr
 from tilelabel import config
 from tilelabel.cli import main
+from tilelabel.pipeline.cluster import gpu_cluster_shape
 from tilelabel.synth import random_volume
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -143,3 +144,22 @@ def test_every_shipped_config_is_tested():
         "scheduler.yaml",
         "slurm-gpu.yaml",
     ]
+
+
+@pytest.mark.parametrize(
+    "cores, slots, workers, threads, shape",
+    [
+        (16, 19, None, None, (16, 1)),  # an 80 GB GPU, 16 cores: a worker per core
+        (16, None, None, None, (16, 1)),  # NVML cannot tell: the cores decide
+        (16, 5, None, None, (5, 1)),  # 22 GiB free: as many threads as fit, one per worker
+        (4, 5, None, None, (4, 1)),
+        (32, 35, None, None, (16, 2)),  # a 141 GB GPU, 32 cores: 16 workers, 2 threads each
+        (32, 19, None, None, (16, 1)),  # room for 19 threads, not 32
+        (16, 5, None, 2, (5, 2)),  # threads named: kept
+        (16, None, 1, None, (1, 8)),  # one worker named: its share of the cores, at most 8
+        (2, None, 1, None, (1, 2)),
+        (16, None, 4, None, (4, 4)),
+    ],
+)
+def test_gpu_cluster_shape(cores, slots, workers, threads, shape):
+    assert gpu_cluster_shape(cores, slots, workers, threads) == shape

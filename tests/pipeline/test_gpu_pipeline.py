@@ -186,16 +186,46 @@ def test_default_gpu_cluster_puts_a_worker_per_core_on_each_gpu():
 
     gpus = gpu_count()
     cores = max(1, len(os.sched_getaffinity(0)) // gpus)
-    total = cupy.cuda.Device(0).mem_info[1]
-    per_gpu = min(
-        cluster_mod.MAX_WORKERS_PER_GPU, cores, total // cluster_mod.GPU_MEMORY_PER_WORKER
+    free = cupy.cuda.Device(0).mem_info[0]
+    per_gpu, threads = cluster_mod.gpu_cluster_shape(
+        cores, free // cluster_mod.GPU_MEMORY_PER_WORKER
     )
     with cluster_mod.cuda_cluster(dashboard_address=None) as cl:
         with Client(cl, set_as_default=False) as c:
             workers = c.scheduler_info()["workers"].values()
             assert len(workers) == gpus * per_gpu
-            threads = max(2, min(8, cores)) if per_gpu == 1 else max(1, cores // per_gpu)
             assert {w["nthreads"] for w in workers} == {threads}
+
+
+def test_default_gpu_cluster_fits_the_free_memory(tmp_path):
+    """On a GPU that another process (here this one) mostly holds, the default cluster has as
+    many worker threads as its free memory has room for, one per worker, and labels."""
+    import cupy as cp
+    from distributed import Client
+
+    from tilelabel.cores import usable_cores
+    from tilelabel.pipeline import cluster as cluster_mod
+
+    with cp.cuda.Device(0):
+        free = cp.cuda.runtime.memGetInfo()[0]
+        room = cluster_mod.GPU_MEMORY_PER_WORKER * 5 // 2  # two workers' worth, and a half
+        if free <= room:
+            pytest.skip("the GPU has too little memory free")
+        hog = cp.empty(free - room, dtype=cp.uint8)
+    try:
+        img = random_volume((40, 33, 29), 0.3, 1, seed=13)
+        src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16))
+        per_gpu, threads = cluster_mod.gpu_cluster_shape(usable_cores(), 2)  # 2 x 1 thread
+        with cluster_mod.cuda_cluster(1, dashboard_address=None) as cl:
+            with Client(cl, set_as_default=False) as c:
+                workers = c.scheduler_info()["workers"].values()
+                assert [w["nthreads"] for w in workers] == [threads] * per_gpu
+                tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), backend="cuda", client=c)
+    finally:
+        del hog
+        cp.get_default_memory_pool().free_all_blocks()
+    expected, _ = ndimage.label(img, np.ones((3, 3, 3)))
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[:], expected)
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])

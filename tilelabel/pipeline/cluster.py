@@ -129,7 +129,8 @@ def check_workers_per_gpu(workers_per_gpu: int | None) -> None:
 
 
 #: most worker processes :func:`cuda_cluster` puts on one GPU by default, and GPU memory each
-#: of them should have (a 512^3 chunk needs about 2 GiB, the CUDA context some 0.5 GiB more)
+#: worker thread should have (a 512^3 chunk needs about 2 GiB, a worker's CUDA context and kept
+#: labels some 1 GiB more; the GPU's one encoder 5.6 GiB of the rest)
 MAX_WORKERS_PER_GPU = 16
 GPU_MEMORY_PER_WORKER = 4 << 30
 
@@ -147,10 +148,10 @@ def cuda_cluster(
     zarr chunks takes host threads. In one process per GPU those threads contend for one GIL and
     leave the GPU idle most of the time: on an H200 with 16 cores, 16 single-threaded workers
     labeled 2048^3 voxels 1.6 times as fast as one worker of 16 threads (benchmarks/RESULTS.md).
-    So by default each GPU gets one single-threaded worker per core of its share of the node,
-    at most :data:`MAX_WORKERS_PER_GPU` and one per :data:`GPU_MEMORY_PER_WORKER` of its memory.
-    Given ``workers_per_gpu``, each worker gets its share of the cores as threads (at most 8
-    with one worker per GPU). ``kwargs`` go to ``LocalCUDACluster``.
+    So by default each GPU gets the worker threads of :func:`gpu_cluster_shape`, one per core
+    of its share of the node where its free memory has room for them. Given
+    ``workers_per_gpu``, each worker gets its share of the cores as threads (at most 8 with one
+    worker per GPU). ``kwargs`` go to ``LocalCUDACluster``.
     """
     try:
         from dask_cuda import LocalCUDACluster
@@ -166,11 +167,12 @@ def cuda_cluster(
         raise ValueError(f"{gpus} GPU workers asked for, but only {len(visible)} GPUs are visible")
     devices = visible[: gpus or len(visible)]
     cores = max(1, usable_cores() // len(devices))
-    if workers_per_gpu is None:
-        workers_per_gpu = min(MAX_WORKERS_PER_GPU, cores, _memory_slots(devices[0]))
-    if threads_per_worker is None:
-        share = cores // workers_per_gpu
-        threads_per_worker = max(2, min(8, share)) if workers_per_gpu == 1 else max(1, share)
+    # every GPU gets as many workers: the one with the least room decides
+    known = [s for s in map(_memory_slots, devices) if s] if workers_per_gpu is None else []
+    slots = min(known) if known else None
+    workers_per_gpu, threads_per_worker = gpu_cluster_shape(
+        cores, slots, workers_per_gpu, threads_per_worker
+    )
     kwargs.setdefault(
         "silence_logs",
         max(logging.getLogger("distributed").getEffectiveLevel(), logging.INFO),
@@ -186,15 +188,46 @@ def cuda_cluster(
     )
 
 
-def _memory_slots(device: str) -> int:
-    """How many workers of GPU_MEMORY_PER_WORKER the device holds (NVML, no CUDA context)."""
-    from dask_cuda.utils import get_device_total_memory
+def gpu_cluster_shape(
+    cores: int,
+    slots: int | None,
+    workers_per_gpu: int | None = None,
+    threads_per_worker: int | None = None,
+) -> tuple[int, int]:
+    """(workers per GPU, threads per worker) of :func:`cuda_cluster` on a GPU with ``cores``
+    cores of the node and room for ``slots`` worker threads (None: not known).
 
+    By default a GPU gets one worker thread per core, at most one per slot: every worker thread
+    may hold a chunk on the GPU, so threads beyond its room would only make the run give up its
+    defaults (:mod:`tilelabel.pipeline.room`). With 22 GiB of an H100 free (1024^3, d 0.05 and
+    0.2, warm runs, 2026-11-24), 5 workers of 3 threads labeled in chunks of 256x256x384 and
+    compressed on the host, in 2.34 s and 2.71 s; 5 single-threaded workers kept the 512^3
+    chunks and the GPU's compression, in 1.50 s and 1.72 s. Up to :data:`MAX_WORKERS_PER_GPU`
+    single-threaded workers, and past that more threads each. Given ``workers_per_gpu``, each
+    worker gets its share of the cores as threads (at most 8 with one worker per GPU)."""
+    if workers_per_gpu is None:
+        threads = min(cores, slots or cores)
+        workers_per_gpu = min(MAX_WORKERS_PER_GPU, threads)
+        return workers_per_gpu, threads_per_worker or max(1, threads // workers_per_gpu)
+    if threads_per_worker is None:
+        share = cores // workers_per_gpu
+        threads_per_worker = max(2, min(8, share)) if workers_per_gpu == 1 else max(1, share)
+    return workers_per_gpu, threads_per_worker
+
+
+def _memory_slots(device: str) -> int | None:
+    """How many worker threads of GPU_MEMORY_PER_WORKER the device's free memory holds now
+    (NVML, no CUDA context; None where NVML cannot tell). Free, not total: a GPU shared with
+    other processes (a notebook's CuPy pool, another job) has only what they leave."""
     try:
-        total = get_device_total_memory(int(device) if device.isdigit() else device)
+        import pynvml
+        from dask_cuda.utils import get_gpu_handle
+
+        handle = get_gpu_handle(int(device) if device.isdigit() else device)
+        free = pynvml.nvmlDeviceGetMemoryInfo(handle).free
     except Exception:  # NVML unusable here: the chunk-memory check in the run still applies
-        total = None
-    return max(1, (total or GPU_MEMORY_PER_WORKER) // GPU_MEMORY_PER_WORKER)
+        return None
+    return max(1, free // GPU_MEMORY_PER_WORKER)
 
 
 def _shared_gpu_cluster_class():
