@@ -67,7 +67,7 @@ def _density(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tilelabel.pipeline.encoders import DEFAULT_TURNS, MIN_BATCH_CHUNKS, MIN_BATCH_TILES
+    from tilelabel.pipeline.encoders import DEFAULT_TURNS, MIN_OUTPUT_TILES
 
     p = argparse.ArgumentParser(
         prog="tilelabel",
@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with cuda, compress every output chunk on the GPU (nvCOMP zstd, where installed "
         "and the output's codec is plain zstd) instead of zarr on the host (default: "
         f"--gpu-encoders {DEFAULT_TURNS} where the output has at least "
-        f"{MIN_BATCH_TILES * MIN_BATCH_CHUNKS} storage chunks, else --no-gpu-encode)",
+        f"{MIN_OUTPUT_TILES} storage chunks, else --no-gpu-encode)",
     )
     enc.add_argument(
         "--gpu-encoders",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import threading
 import time
@@ -14,11 +15,13 @@ from tilelabel.pipeline import encoders
 def test_turns_per_option():
     assert encoders.turns(None) == encoders.DEFAULT_TURNS
     # by default, only an output with enough tiles to repay loading the encoder in every worker
-    enough = encoders.MIN_BATCH_TILES * encoders.MIN_BATCH_CHUNKS
+    enough = encoders.MIN_OUTPUT_TILES
     assert encoders.turns(None, enough) == encoders.DEFAULT_TURNS
     assert encoders.turns(None, enough - 1) == 0
-    # 128^3 storage chunks: 1024^3 (512 tiles) and up measured faster with the GPU compressing
-    assert encoders.turns(None, (1024 // 128) ** 3) == encoders.DEFAULT_TURNS
+    # 128^3 storage chunks: 640^3 (125 tiles) and up measured faster with the GPU compressing,
+    # 512^3 (64 tiles: one processing chunk of MIN_BATCH_TILES) no faster
+    for side in (640, 768, 1024):
+        assert encoders.turns(None, math.ceil(side / 128) ** 3) == encoders.DEFAULT_TURNS
     assert encoders.turns(None, (512 // 128) ** 3) == 0
     assert encoders.turns(True, 1) is None and encoders.turns(2, 1) == 2  # as asked
     assert encoders.turns(True) is None  # no limit: the GPU compresses every chunk

@@ -297,8 +297,9 @@ def test_default_gpu_encoding_keeps_enough_tiles_per_chunk(tmp_path, caplog):
     if not available():
         pytest.skip("needs nvidia-nvcomp")
     tile, threads = (8, 8, 8), 8
-    img = random_volume((64, 64, 64), 0.3, 1, seed=5)  # 512 tiles: the default's least
-    cases = (((64, 64, 64), encoders.MIN_BATCH_TILES), ((32, 64, 64), 1))
+    img = random_volume((64, 64, 64), 0.3, 1, seed=5)  # 512 tiles
+    # 64 tiles, one processing chunk's worth: the host's
+    cases = (((64, 64, 64), encoders.MIN_BATCH_TILES), ((8, 64, 64), 1))
     with LocalCUDACluster(n_workers=1, threads_per_worker=threads, dashboard_address=None) as cl:
         with Client(cl, set_as_default=False) as c:
             for shape, min_tiles in cases:

@@ -38,10 +38,13 @@ DEFAULT_TURNS = 1
 MIN_BATCH_TILES = 64
 
 #: with ``gpu_encode=None``, the GPU compresses output only where it holds at least this many
-#: chunks of :data:`MIN_BATCH_TILES` tiles (1024^3 in 128^3 tiles), so that every worker process
-#: that loads nvCOMP has writes to repay it. Measured at 1024^3 and 2048^3 (benchmarks/RESULTS.md);
-#: smaller outputs were not measured and are left to the host.
-MIN_BATCH_CHUNKS = 8
+#: storage tiles: more than one processing chunk of :data:`MIN_BATCH_TILES`. One H100, 16
+#: workers, 128^3 tiles (2026-11-24, benchmarks/RESULTS.md, eighth session): at 512^3 (64
+#: tiles, one chunk, which one worker labels and writes while the others wait) one turn gained
+#: nothing clear, 0.81-0.87 s against the host's 0.80-0.96 s warm; at 640^3 (125 tiles) and 768^3
+#: (216 tiles) its warm runs were 6-36 % shorter, and first runs (every worker loads nvCOMP)
+#: 23 % shorter to 4 % longer. Outputs of 65 to 124 tiles were not measured.
+MIN_OUTPUT_TILES = MIN_BATCH_TILES + 1
 
 #: output chunks this process's writes compressed on each side ("device" with a turn,
 #: "host" without), for benchmarks to report how the work was split
@@ -69,9 +72,9 @@ def turns(gpu_encode: bool | int | None, tiles: int | None = None) -> int | None
     """Turns per GPU for a ``gpu_encode`` option: 0 (the host compresses everything), a count,
     or None (no limit: the GPU compresses every chunk). ``None`` (the default option) gives
     :data:`DEFAULT_TURNS` where the output has ``tiles`` storage tiles of at least
-    :data:`MIN_BATCH_TILES` x :data:`MIN_BATCH_CHUNKS` (or that is not known yet), else 0."""
+    :data:`MIN_OUTPUT_TILES` (or that is not known yet), else 0."""
     if gpu_encode is None:
-        small = tiles is not None and tiles < MIN_BATCH_TILES * MIN_BATCH_CHUNKS
+        small = tiles is not None and tiles < MIN_OUTPUT_TILES
         return 0 if small else DEFAULT_TURNS
     if isinstance(gpu_encode, bool):
         return None if gpu_encode else 0
