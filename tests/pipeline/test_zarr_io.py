@@ -127,14 +127,17 @@ def test_raw_chunks_only_for_plain_zstd(tmp_path, kwargs, raw):
     assert raw_chunks(arr) == (RawChunks("zstd", (8, 16)) if raw else None)
 
 
+@pytest.mark.parametrize("lead", [0, 2])
 @pytest.mark.parametrize("zarr_format", [2, 3])
-def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format):
+def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):
     """Blocks handed over as encoded tiles (numcodecs' zstd standing in for a device encoder)
-    read back through zarr as the blocks, edge chunks and all; all-zero chunks stay unstored."""
+    read back through zarr as the blocks, edge chunks and all; all-zero chunks stay unstored.
+    With ``lead`` axes of one position per chunk in front (an OME label image's t/c), the
+    tiles go to the position the target's index names."""
     import numcodecs
 
     from tilelabel.kernels.tiles import tile_slabs
-    from tilelabel.pipeline.zarr_io import raw_chunks
+    from tilelabel.pipeline.zarr_io import RawChunks, raw_chunks
 
     rng = np.random.default_rng(zarr_format)
     data = rng.integers(0, 1 << 20, (40, 37, 29), dtype=np.uint32)
@@ -143,11 +146,20 @@ def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format):
     group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=zarr_format)
     zstd = numcodecs.Zstd(level=0)
     codec = zstd if zarr_format == 2 else zarr.codecs.ZstdCodec(level=0)
+    index = (1, 0)[:lead]
     arr = group.create_array(
-        "labels/x", shape=data.shape, chunks=(8, 9, 10), dtype="u4", compressors=codec
+        "labels/x",
+        shape=(2, 1)[:lead] + data.shape,
+        chunks=(1,) * lead + (8, 9, 10),
+        dtype="u4",
+        compressors=codec,
     )
-    raw = raw_chunks(arr)
-    target = ZarrTarget(str(tmp_path / "g.zarr" / "labels" / "x"), raw=raw)
+    raw = raw_chunks(arr, lead)
+    assert raw == RawChunks("zstd", (8, 9, 10))
+    if lead:  # chunks of more than one position along a lead axis: through zarr
+        more = group.create_array("y", shape=(2, 4, 4), chunks=(2, 4, 4), dtype="u4")
+        assert raw_chunks(more, 1) is None
+    target = ZarrTarget(str(tmp_path / "g.zarr" / "labels" / "x"), index=index, raw=raw)
     for z0 in range(0, 40, 16):
         for y0 in range(0, 37, 18):
             slices = (slice(z0, z0 + 16), slice(y0, y0 + 18), slice(0, 29))
@@ -157,7 +169,10 @@ def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format):
                     if nonzero[k]:
                         tiles[idx] = memoryview(zstd.encode(block_tiles[k]))
             target.write_chunks(slices, tiles)
-    np.testing.assert_array_equal(zarr.open_array(target.url)[...], data)
+    out = zarr.open_array(target.url)[...]
+    np.testing.assert_array_equal(out[index], data)
+    if lead:  # the other time point is left unwritten
+        assert not out[0].any()
     root = tmp_path / "g.zarr" / "labels" / "x"
     stored = [
         os.path.relpath(os.path.join(d, f), root).removeprefix("c/").replace("/", ".")
@@ -166,7 +181,8 @@ def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format):
         if not f.startswith(".") and f != "zarr.json"
     ]
     # zarr's own chunk keys, and no chunk of the all-zero first two chunk rows
-    assert {int(k.split(".")[0]) for k in stored} == {2, 3, 4}
+    assert {tuple(map(int, k.split(".")[:lead])) for k in stored} == {index}
+    assert {int(k.split(".")[lead]) for k in stored} == {2, 3, 4}
     assert len(stored) == 3 * 5 * 3
     with pytest.raises(ValueError, match="does not start on a chunk"):
         target.write_chunks((slice(4, 12), slice(0, 9), slice(0, 10)), {})

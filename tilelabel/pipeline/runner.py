@@ -140,11 +140,11 @@ def _planned(
     return plan_for_run(shape, storage, chunks, backend, threads, min_tiles, largest)
 
 
-def _device_chunks(out, turns: int | None, lead: int) -> zarr_io.RawChunks | None:
-    """The layout of ``out``'s chunks (an output, or the input it is made like) where a GPU
-    may compress them (see _write_chunk); None where zarr encodes them: no encoder turns, an
-    OME label image's ``lead`` t/c axes, or chunks no device encoder writes."""
-    return zarr_io.raw_chunks(out) if turns != 0 and not lead else None
+def _device_chunks(out, turns: int | None, lead: int = 0) -> zarr_io.RawChunks | None:
+    """The layout of ``out``'s chunks past its ``lead`` axes (an OME label image's t/c) where
+    a GPU may compress them (see _write_chunk); None where zarr encodes them: no encoder turns,
+    or chunks no device encoder writes."""
+    return zarr_io.raw_chunks(out, lead) if turns != 0 else None
 
 
 def _warm_encoder_soon(codec: str) -> None:
@@ -318,7 +318,9 @@ def label_zarr(
     turns, raw_in = 0, None
     if backend == "cuda":
         turns = encoders.turns(gpu_encode, plan_for_storage(shape, storage, storage).nchunks)
-        raw_in = _device_chunks(src_arr, turns, len(lead) if ome_name else 0)
+        # the output takes the input's codec; an OME label image's chunks differ from its
+        # image's only along the t/c axes, where they hold one position each
+        raw_in = _device_chunks(src_arr, turns)
         turns = turns if raw_in is not None else 0  # no chunks the GPU may compress
     with connect(client, scheduler, workers, backend, cluster, workers_per_gpu) as c:
         threads = worker_threads(c)

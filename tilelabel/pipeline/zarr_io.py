@@ -126,11 +126,16 @@ class RawChunks:
 RAW_ZSTD_MAX_LEVEL = 3
 
 
-def raw_chunks(arr: zarr.Array) -> RawChunks | None:
-    """The :class:`RawChunks` layout of ``arr``, or None when its chunks are anything else
-    (sharded, filtered, big-endian, another codec, a zstd level above
+def raw_chunks(arr: zarr.Array, lead: int = 0) -> RawChunks | None:
+    """The :class:`RawChunks` layout of ``arr``'s last axes, past its first ``lead`` (an OME
+    label image's t/c axes, where each chunk holds one position: its bytes are then those of
+    its spatial tile), or None when its chunks are anything else (more than one position
+    along a lead axis, sharded, filtered, big-endian, another codec, a zstd level above
     :data:`RAW_ZSTD_MAX_LEVEL` or with checksums, a nonzero fill value, Fortran order)."""
     import sys
+
+    if any(int(c) != 1 for c in arr.chunks[:lead]):
+        return None
 
     if sys.byteorder != "little" or arr.shards or arr.filters:
         return None
@@ -152,7 +157,7 @@ def raw_chunks(arr: zarr.Array) -> RawChunks | None:
         return None
     if getattr(comp, "checksum", False) or int(comp.level) > RAW_ZSTD_MAX_LEVEL:
         return None
-    return RawChunks("zstd", tuple(int(c) for c in arr.chunks))
+    return RawChunks("zstd", tuple(int(c) for c in arr.chunks[lead:]))
 
 
 _thread = threading.local()
@@ -325,8 +330,9 @@ class ZarrTarget:
         """Store a block's encoded chunks as they are (layout :attr:`raw`): ``tiles`` maps a
         chunk's index within the block at ``slices`` to its bytes. The block starts on a chunk
         boundary (the plan aligns blocks to storage chunks); chunks not in ``tiles`` are all
-        zero and stay unwritten, as zarr leaves them."""
-        if self.raw is None or self.index:
+        zero and stay unwritten, as zarr leaves them. Along the :attr:`index` axes each chunk
+        holds one position (see :func:`raw_chunks`), the one the index names."""
+        if self.raw is None:
             raise ValueError(f"{self.url}: chunks of this array are written through zarr")
         tile = self.raw.tile
         first = []
@@ -336,7 +342,7 @@ class ZarrTarget:
             first.append(s.start // t)
         arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
         items = [
-            (tuple(f + i for f, i in zip(first, idx, strict=True)), data)
+            (self.index + tuple(f + i for f, i in zip(first, idx, strict=True)), data)
             for idx, data in tiles.items()
         ]
         coro = _put_chunks(arr.store_path, arr.metadata.encode_chunk_key, items)
