@@ -127,6 +127,27 @@ def test_raw_chunks_only_for_plain_zstd(tmp_path, kwargs, raw):
     assert raw_chunks(arr) == (RawChunks("zstd", (8, 16)) if raw else None)
 
 
+def test_raw_codec_is_the_compression_alone(tmp_path):
+    """What an output made like an input takes from it: an input whose own chunks no device
+    writes (no fill value, a filter) still has a device codec for its output's."""
+    import numcodecs
+
+    from tilelabel.pipeline.zarr_io import raw_chunks, raw_codec
+
+    kwargs = dict(shape=(32, 32), chunks=(8, 16), dtype="u1", zarr_format=2)
+    zstd = numcodecs.Zstd(level=1)
+    for name, extra in (
+        ("nofill", {"fill_value": None}),
+        ("delta", {"filters": [numcodecs.Delta("u1")]}),
+    ):
+        arr = zarr.create_array(str(tmp_path / f"{name}.zarr"), compressors=zstd, **kwargs, **extra)
+        assert raw_codec(arr) == "zstd" and raw_chunks(arr) is None
+    blosc = zarr.create_array(
+        str(tmp_path / "blosc.zarr"), compressors=numcodecs.Blosc(), fill_value=0, **kwargs
+    )
+    assert raw_codec(blosc) is None
+
+
 @pytest.mark.parametrize("lead", [0, 2])
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):

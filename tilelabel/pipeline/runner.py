@@ -313,15 +313,13 @@ def label_zarr(
         ivals = zarr_io.ZarrSource(zarr_io.normalize_url(intensity), storage_options)
         isource = Source(lambda idx: ivals)
     # how many of a GPU's threads may compress output at once (0: none, None: all), and the
-    # layout of the chunks they compress (None: zarr compresses all of them on the host); the
-    # output is made like the input (an OME label image keeps the t/c axes)
-    turns, raw_in = 0, None
+    # codec they compress with (None: zarr compresses everything on the host)
+    turns, codec = 0, None
     if backend == "cuda":
         turns = encoders.turns(gpu_encode, plan_for_storage(shape, storage, storage).nchunks)
-        # the output takes the input's codec; an OME label image's chunks differ from its
-        # image's only along the t/c axes, where they hold one position each
-        raw_in = _device_chunks(src_arr, turns)
-        turns = turns if raw_in is not None else 0  # no chunks the GPU may compress
+        # the output takes the input's compression (and shards), nothing else of its layout
+        codec = zarr_io.raw_codec(src_arr) if turns != 0 else None
+        turns = turns if codec is not None else 0  # no chunks the GPU may compress
     with connect(client, scheduler, workers, backend, cluster, workers_per_gpu) as c:
         threads = worker_threads(c)
         nthreads = cluster_threads(threads)
@@ -339,7 +337,7 @@ def label_zarr(
                 may_shrink=chunks is None,
             )
             if run.turns != 0:  # loaded while the labeling pass runs
-                c.run(_warm_encoder_soon, raw_in.codec)
+                c.run(_warm_encoder_soon, codec)
         else:
             run = room.Fit.of(planned(False), conn, nthreads, 0, keep_labels, keep_input)
         plan, turns, budget, input_budget = run.plan, run.turns, run.label_budget, run.input_budget

@@ -126,18 +126,31 @@ class RawChunks:
 RAW_ZSTD_MAX_LEVEL = 3
 
 
+def raw_codec(arr: zarr.Array) -> str | None:
+    """The device codec of ``arr``'s compression ("zstd"), or None where no device encoder
+    stands in for it (sharded, another codec or several, a zstd level above
+    :data:`RAW_ZSTD_MAX_LEVEL` or with checksums, a big-endian host). An output made like
+    ``arr`` (:func:`create_output`, an OME label image) takes just these from it."""
+    import sys
+
+    if sys.byteorder != "little" or arr.shards or len(arr.compressors) != 1:
+        return None
+    (comp,) = arr.compressors
+    # zarr v3's ZstdCodec and numcodecs' Zstd (zarr v2) both carry level and checksum
+    if type(comp).__name__ not in ("ZstdCodec", "Zstd"):
+        return None
+    if getattr(comp, "checksum", False) or int(comp.level) > RAW_ZSTD_MAX_LEVEL:
+        return None
+    return "zstd"
+
+
 def raw_chunks(arr: zarr.Array, lead: int = 0) -> RawChunks | None:
     """The :class:`RawChunks` layout of ``arr``'s last axes, past its first ``lead`` (an OME
     label image's t/c axes, where each chunk holds one position: its bytes are then those of
     its spatial tile), or None when its chunks are anything else (more than one position
-    along a lead axis, sharded, filtered, big-endian, another codec, a zstd level above
-    :data:`RAW_ZSTD_MAX_LEVEL` or with checksums, a nonzero fill value, Fortran order)."""
-    import sys
-
-    if any(int(c) != 1 for c in arr.chunks[:lead]):
-        return None
-
-    if sys.byteorder != "little" or arr.shards or arr.filters:
+    along a lead axis, filtered, big-endian, a nonzero fill value, Fortran order, or a
+    compression of no :func:`raw_codec`)."""
+    if any(int(c) != 1 for c in arr.chunks[:lead]) or arr.filters:
         return None
     if np.dtype(arr.dtype).byteorder == ">" or arr.metadata.fill_value != 0:
         return None
@@ -149,15 +162,8 @@ def raw_chunks(arr: zarr.Array, lead: int = 0) -> RawChunks | None:
             return None
     elif getattr(arr, "order", "C") != "C":
         return None
-    if len(arr.compressors) != 1:
-        return None
-    (comp,) = arr.compressors
-    # zarr v3's ZstdCodec and numcodecs' Zstd (zarr v2) both carry level and checksum
-    if type(comp).__name__ not in ("ZstdCodec", "Zstd"):
-        return None
-    if getattr(comp, "checksum", False) or int(comp.level) > RAW_ZSTD_MAX_LEVEL:
-        return None
-    return RawChunks("zstd", tuple(int(c) for c in arr.chunks[lead:]))
+    codec = raw_codec(arr)
+    return None if codec is None else RawChunks(codec, tuple(int(c) for c in arr.chunks[lead:]))
 
 
 _thread = threading.local()
