@@ -71,11 +71,7 @@ from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 import tilelabel  # noqa: E402
 from tilelabel.config import byte_count  # noqa: E402
 from tilelabel.cores import usable_cores  # noqa: E402
-from tilelabel.pipeline.cluster import (  # noqa: E402
-    MAX_WORKERS_PER_GPU,
-    cluster_threads,
-    cuda_cluster,
-)
+from tilelabel.pipeline.cluster import cluster_threads, cuda_cluster  # noqa: E402
 from tilelabel.pipeline.plan import plan_for_run, plan_for_storage  # noqa: E402
 from tilelabel.pipeline.zarr_io import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
 from tilelabel.synth import write_random_zarr  # noqa: E402
@@ -207,12 +203,12 @@ def gpu_cluster(gpus: int, threads: int | None, per_gpu: int | None, per_worker:
     """tilelabel's GPU cluster on ``gpus`` GPUs: ``per_gpu`` workers per GPU (None: tilelabel's
     default) sharing ``threads`` host threads per GPU (None: tilelabel's default), so that
     adding GPUs adds the host threads that come with them (as on a cluster of GPU nodes; the
-    caller holds the run to those cores, see :func:`pinned`). ``per_worker`` overrides the
-    task threads of each worker (their codec pools still span every core they may use)."""
-    if threads is not None and per_gpu is None:  # tilelabel's default, on ``threads`` cores
-        per_gpu = min(MAX_WORKERS_PER_GPU, threads)
-    per_thread = None if threads is None else max(1, threads // (per_gpu or 1))
-    per_thread = per_worker or per_thread
+    caller holds the run to those cores, see :func:`pinned`, so tilelabel's default shape
+    counts only them). ``per_worker`` overrides the task threads of each worker (their codec
+    pools still span every core they may use)."""
+    per_thread = per_worker
+    if per_thread is None and threads is not None and per_gpu is not None:
+        per_thread = max(1, threads // per_gpu)
     return cuda_cluster(
         gpus, per_gpu, threads_per_worker=per_thread, dashboard_address=None, memory_limit=0
     )

@@ -224,9 +224,8 @@ def test_numbering_chain_has_one_task_per_level(tmp_path, shape):
 
 
 def test_the_gpu_may_compress_only_plain_outputs_when_given_turns(tmp_path):
-    """One decision for the encoder's warm-up (from the input the output is made like) and for
-    the writes (from the output): no turns, or an OME label image's t/c axes, leave the chunks
-    to zarr."""
+    """The writes' decision (from the output): no turns, or lead axes (an OME label image's
+    t/c) whose chunks hold more than one position, leave the chunks to zarr."""
     from tilelabel.pipeline.runner import _device_chunks
     from tilelabel.pipeline.zarr_io import RawChunks
 
