@@ -101,6 +101,7 @@ def start_peaks(gpu: bool, dask_worker=None) -> None:
 
     dask_worker.tilelabel_peaks = state
     state["gc"] = gc_pauses()
+    state["usage"] = _usage()
     threading.Thread(target=loop, daemon=True).start()
 
 
@@ -108,6 +109,22 @@ def stop_peaks(dask_worker=None) -> tuple[int, int, list]:
     state = dask_worker.tilelabel_peaks
     state["stop"] = True
     return state["rss"], state["gpu"], state["gc"].stop()
+
+
+def usage_since_start(dask_worker=None) -> dict[str, float]:
+    """:func:`_usage` since :func:`start_peaks` (taken as the run ends, before its digest)."""
+    start = dask_worker.tilelabel_peaks["usage"]
+    return {k: v - start[k] for k, v in _usage().items()}
+
+
+def _usage() -> dict[str, float]:
+    """This process's CPU seconds in user and kernel mode and its page faults that needed no
+    disk, all threads together. Kernel time with many such faults is the cost of mapping
+    fresh memory: each newly touched page of a large array faults and is zeroed first."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {"user_s": ru.ru_utime, "system_s": ru.ru_stime, "minor_faults": ru.ru_minflt}
 
 
 class gc_pauses:  # noqa: N801 (used like a function)
@@ -501,6 +518,9 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         n, phases = res.components, res.phases
     seconds = time.perf_counter() - t0
     stream.__exit__(None, None, None)
+    usage = Counter()
+    for spent in client.run(usage_since_start).values():
+        usage.update(spent)
     client_gc = here.stop()
     # outside the timed run: every tilelabel output is checked against the others
     digest = output_digest(dst, client) if method.startswith("tilelabel") else None
@@ -519,6 +539,8 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         "digest": digest,
         "peak_rss_per_worker": max(p[0] for p in peaks),
         "peak_gpu_per_worker": max(p[1] for p in peaks),
+        # CPU seconds (user, kernel) and minor page faults of the run, all workers together
+        "worker_usage": {k: round(v, 2) for k, v in usage.items()},
         "workers": len(info),
         "threads_per_worker": max(w["nthreads"] for w in info.values()),
         "phases": phases,
@@ -814,8 +836,8 @@ def main() -> None:
         "",
         "| size | density | method | workers | s | GVox/s | vs copy (same cluster) | "
         "vs fastest copy | vs dask-image | peak host/worker GiB | peak GPU/worker GiB | "
-        "output MiB | chunks compressed on the GPU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "output MiB | chunks compressed on the GPU | worker CPU s (of it kernel) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "timeout" in r:
@@ -831,13 +853,13 @@ def main() -> None:
             )  # (with several GPU counts, the last one's time)
             lines.append(
                 f"| {r['size']}³ | {r['density']} | {r['method']} | | > {r['timeout']:.0f}"
-                f" (stopped) | | | | {bound} | | | | |"
+                f" (stopped) | | | | {bound} | | | | | |"
             )
             continue
         if "seconds" not in r:
             lines.append(
                 f"| {r['size']}³ | {r['density']} | {r['method']} | | failed: "
-                f"{r['error'][:80]} | | | | | | | | |"
+                f"{r['error'][:80]} | | | | | | | | | |"
             )
             continue
         same = [
@@ -879,11 +901,13 @@ def main() -> None:
         encoded = r.get("encoded_chunks") or {}
         shared = encoded.get("host", 0) + encoded.get("device", 0)
         on_gpu = f"{100 * encoded.get('device', 0) / shared:.0f} %" if shared else ""
+        use = r.get("worker_usage")
+        cpu = f"{use['user_s'] + use['system_s']:.1f} ({use['system_s']:.1f})" if use else ""
         lines.append(
             f"| {r['size']}³ | {r['density']} | {name} | {r['workers']} | "
             f"{r['seconds']:.2f} | {r['gvox_s']:.3f} | {vs_copy} | {vs_best} | {vs_di} | "
             f"{r['peak_rss_per_worker'] / 2**30:.2f} | {r['peak_gpu_per_worker'] / 2**30:.2f} | "
-            f"{r['output_bytes'] / 2**20:.0f} | {on_gpu} |"
+            f"{r['output_bytes'] / 2**20:.0f} | {on_gpu} | {cpu} |"
         )
     if wrong:
         lines += ["", "**Outputs disagree:**", *(f"- {w}" for w in wrong)]
