@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -37,6 +39,24 @@ def wait_until(predicate, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.2)
+
+
+@contextmanager
+def gpu_memory_left(nbytes: int) -> Iterator[None]:
+    """Hold all but ``nbytes`` of GPU 0's free memory in this process for the block, as another
+    job would (skips the test where less than that is free)."""
+    import cupy as cp
+
+    with cp.cuda.Device(0):
+        free = cp.cuda.runtime.memGetInfo()[0]
+        if free <= nbytes:
+            pytest.skip("the GPU has too little memory free")
+        hog = cp.empty(free - nbytes, dtype=cp.uint8)
+    try:
+        yield
+    finally:
+        del hog
+        cp.get_default_memory_pool().free_all_blocks()
 
 
 def write_zarr(path, data: np.ndarray, chunks, zarr_format: int = 3, **kwargs) -> str:

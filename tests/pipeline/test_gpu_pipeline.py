@@ -11,7 +11,7 @@ import zarr
 from scipy import ndimage
 
 import tilelabel
-from tests.conftest import write_zarr
+from tests.conftest import gpu_memory_left, write_zarr
 from tilelabel.connectivity import structure
 from tilelabel.kernels.backends import cuda_available, get_backend
 from tilelabel.synth import random_volume
@@ -200,30 +200,21 @@ def test_default_gpu_cluster_puts_a_worker_per_core_on_each_gpu():
 def test_default_gpu_cluster_fits_the_free_memory(tmp_path):
     """On a GPU that another process (here this one) mostly holds, the default cluster has as
     many worker threads as its free memory has room for, one per worker, and labels."""
-    import cupy as cp
     from distributed import Client
 
     from tilelabel.cores import usable_cores
     from tilelabel.pipeline import cluster as cluster_mod
 
-    with cp.cuda.Device(0):
-        free = cp.cuda.runtime.memGetInfo()[0]
-        room = cluster_mod.GPU_MEMORY_PER_WORKER * 5 // 2  # two workers' worth, and a half
-        if free <= room:
-            pytest.skip("the GPU has too little memory free")
-        hog = cp.empty(free - room, dtype=cp.uint8)
-    try:
-        img = random_volume((40, 33, 29), 0.3, 1, seed=13)
-        src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16))
+    img = random_volume((40, 33, 29), 0.3, 1, seed=13)
+    src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16))
+    # two workers' worth, and a half
+    with gpu_memory_left(cluster_mod.GPU_MEMORY_PER_WORKER * 5 // 2):
         per_gpu, threads = cluster_mod.gpu_cluster_shape(usable_cores(), 2)  # 2 x 1 thread
         with cluster_mod.cuda_cluster(1, dashboard_address=None) as cl:
             with Client(cl, set_as_default=False) as c:
                 workers = c.scheduler_info()["workers"].values()
                 assert [w["nthreads"] for w in workers] == [threads] * per_gpu
                 tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), backend="cuda", client=c)
-    finally:
-        del hog
-        cp.get_default_memory_pool().free_all_blocks()
     expected, _ = ndimage.label(img, np.ones((3, 3, 3)))
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[:], expected)
 

@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 from distributed import Client, LocalCluster
 
-from tests.conftest import wait_until
-from tilelabel.pipeline.gpu_worker import visible_gpus, worker_commands
+from tests.conftest import gpu_memory_left, wait_until
+from tilelabel.pipeline.gpu_worker import (
+    JOB_ENV,
+    JOB_WORKERS_ENV,
+    job_of_this_worker,
+    visible_gpus,
+    worker_commands,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,14 +28,27 @@ def test_one_dask_worker_per_gpu_with_its_gpu_alone_in_view():
         ["tcp://s:1", "--name", "job", "--nthreads", "1", "--workers-per-gpu", "3"],
         ["2", "GPU-abc"],
         python="py",
+        slots=lambda gpu: 1,  # not asked without --fit-memory
     )
-    assert [env for _, env in cmds] == [
-        {"CUDA_VISIBLE_DEVICES": "2"},
-        {"CUDA_VISIBLE_DEVICES": "GPU-abc"},
-    ]
+    assert [env["CUDA_VISIBLE_DEVICES"] for _, env in cmds] == ["2", "GPU-abc"]
+    # every worker of the job knows the job and how many workers it started
+    assert {(env[JOB_ENV], env[JOB_WORKERS_ENV]) for _, env in cmds} == {(cmds[0][1][JOB_ENV], "6")}
     for i, (cmd, _) in enumerate(cmds):
         assert cmd[:5] == ["py", "-m", "distributed.cli.dask_worker", "tcp://s:1", "--nthreads"]
         assert cmd[-4:] == ["--nworkers", "3", "--name", f"job-gpu{i}"]
+
+
+def test_fit_memory_starts_no_more_workers_than_a_gpu_has_room_for(capsys):
+    """``--fit-memory``: K is the most; a GPU with room for fewer gets fewer, one whose room
+    is not known (NVML unusable) gets K."""
+    room = {"0": 2, "1": 16, "2": None}
+    cmds = worker_commands(
+        ["tcp://s:1", "--workers-per-gpu", "4", "--fit-memory"], list(room), slots=room.get
+    )
+    assert [cmd[cmd.index("--nworkers") + 1] for cmd, _ in cmds] == ["2", "4", "4"]
+    assert {env[JOB_WORKERS_ENV] for _, env in cmds} == {"10"}
+    assert "--fit-memory" not in cmds[0][0]
+    assert "GPU 0's free memory has room for 2 of 4 workers" in capsys.readouterr().err
 
 
 def test_scheduler_file_instead_of_an_address():
@@ -95,9 +114,51 @@ def test_launcher_runs_workers_per_gpu_and_stops_them_on_a_signal():
                 "job7-gpu1-1": "5",
             }
             assert all(w["nthreads"] == 1 for w in c.scheduler_info()["workers"].values())
+            ((job, n),) = set(c.run(job_of_this_worker).values())
+            assert job.endswith(f":{launcher.pid}") and n == 4
             launcher.send_signal(signal.SIGTERM)
             assert launcher.wait(timeout=60) == 0
             wait_until(lambda: not c.scheduler_info()["workers"], 30, "the workers to leave")
+        finally:
+            if launcher.poll() is None:
+                launcher.kill()
+
+
+@pytest.mark.gpu
+def test_fit_memory_on_a_gpu_that_another_process_mostly_holds(caplog):
+    """On a real GPU with room for two workers (this process holds the rest), ``--fit-memory``
+    starts two of the four asked for, and waiting for the job's workers ends with those two."""
+    pytest.importorskip("dask_cuda")
+    from tilelabel.kernels.backends import cuda_available
+    from tilelabel.pipeline.cluster import GPU_MEMORY_PER_WORKER
+    from tilelabel.pipeline.jobqueue import wait_for_workers
+
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU usable through CuPy")
+    with (
+        gpu_memory_left(GPU_MEMORY_PER_WORKER * 5 // 2),
+        LocalCluster(
+            n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
+        ) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        env = {
+            **os.environ,
+            "CUDA_VISIBLE_DEVICES": "0",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "tilelabel.pipeline.gpu_worker", cluster.scheduler_address]
+            + ["--workers-per-gpu", "4", "--fit-memory", "--nthreads", "1", "--no-dashboard"],
+            env=env,
+        )
+        try:
+            assert wait_for_workers(c, jobs=1, per_job=4, timeout=120) == 2
+            # the wait ended on the job's own count, not at its time limit
+            assert "starting with" not in caplog.text
+            assert len(c.scheduler_info()["workers"]) == 2
+            launcher.send_signal(signal.SIGTERM)
+            assert launcher.wait(timeout=60) == 0
         finally:
             if launcher.poll() is None:
                 launcher.kill()

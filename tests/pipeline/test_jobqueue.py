@@ -36,7 +36,7 @@ def test_slurm_gpu_job_script():
     # tilelabel's launcher: 16 cores over 4 GPUs, so 4 single-threaded workers on each GPU
     assert re.search(r" -m tilelabel.pipeline.gpu_worker tcp://\S+ ", line), line
     assert "--nthreads 1" in line and "--memory-limit 8.00GiB" in line
-    assert "--workers-per-gpu 4" in line and "--nworkers" not in line
+    assert "--workers-per-gpu 4 --fit-memory" in line and "--nworkers" not in line
     assert jobqueue.workers_per_job(spec) == 16
 
 
@@ -54,6 +54,51 @@ def test_slurm_gpu_workers_per_gpu():
     assert jobqueue.slurm_kwargs({**base, "cores": 1})["processes"] == 2
     spec = config.validate({"cluster": {**base, "workers_per_gpu": 3}})["cluster"]
     assert jobqueue.workers_per_job(spec) == 6
+
+
+def test_gpu_jobs_fit_their_workers_to_the_gpus_unless_told_how_many():
+    base = {"kind": "slurm", "gpus": 2, "cores": 8, "memory": "64GiB"}
+    assert "--fit-memory" in jobqueue.slurm_kwargs(base)["worker_extra_args"]
+    assert (
+        "--fit-memory"
+        not in jobqueue.slurm_kwargs({**base, "workers_per_gpu": 4})["worker_extra_args"]
+    )
+
+
+def test_wait_for_workers_takes_the_count_the_jobs_started(monkeypatch, caplog):
+    """Real workers on a real scheduler. Workers a GPU job started say how many it started
+    (their environment): the wait ends when those are there, not at the count submitted.
+    Workers that say nothing (CPU jobs) count at the submitted number per job."""
+    from distributed import Client, LocalCluster
+
+    from tilelabel.pipeline.gpu_worker import JOB_ENV, JOB_WORKERS_ENV
+
+    # in-process workers: their environment is this process's
+    monkeypatch.setenv(JOB_ENV, "node1:42")
+    monkeypatch.setenv(JOB_WORKERS_ENV, "2")
+    with (
+        LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        assert jobqueue.wait_for_workers(c, jobs=1, per_job=16, timeout=120) == 2
+        assert "starting with" not in caplog.text
+        # a second job not yet heard from counts at its submitted 16
+        assert jobqueue.wait_for_workers(c, jobs=2, per_job=16, timeout=1) == 2
+        assert "starting with 2 of 18 workers" in caplog.text
+        caplog.clear()
+        monkeypatch.delenv(JOB_ENV)
+    with (
+        LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        assert jobqueue.wait_for_workers(c, jobs=1, per_job=3, timeout=1) == 2
+        assert "starting with 2 of 3 workers" in caplog.text
+    with (
+        LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as c,
+        pytest.raises(RuntimeError, match="no dask worker connected within 1.0 s"),
+    ):
+        jobqueue.wait_for_workers(c, jobs=1, per_job=1, timeout=1.0)
 
 
 def test_cpu_job_script_and_options():

@@ -168,7 +168,7 @@ def cuda_cluster(
     devices = visible[: gpus or len(visible)]
     cores = max(1, usable_cores() // len(devices))
     # every GPU gets as many workers: the one with the least room decides
-    known = [s for s in map(_memory_slots, devices) if s] if workers_per_gpu is None else []
+    known = [s for s in map(gpu_memory_slots, devices) if s] if workers_per_gpu is None else []
     slots = min(known) if known else None
     workers_per_gpu, threads_per_worker = gpu_cluster_shape(
         cores, slots, workers_per_gpu, threads_per_worker
@@ -215,7 +215,7 @@ def gpu_cluster_shape(
     return workers_per_gpu, threads_per_worker
 
 
-def _memory_slots(device: str) -> int | None:
+def gpu_memory_slots(device: str) -> int | None:
     """How many worker threads of GPU_MEMORY_PER_WORKER the device's free memory holds now
     (NVML, no CUDA context; None where NVML cannot tell). Free, not total: a GPU shared with
     other processes (a notebook's CuPy pool, another job) has only what they leave."""

@@ -2,11 +2,12 @@
 
 Each Slurm job runs one dask worker per core (CPU, single-threaded like the local cluster) or,
 with ``gpus: N``, :mod:`tilelabel.pipeline.gpu_worker`, which starts ``workers_per_gpu``
-workers on each GPU that Slurm gives the job through ``--gres=gpu:N`` (by default one per core
-of the GPU's share of the job, at most 16, as on a local GPU cluster). The scheduler runs in the
-submitting process; ``scale`` jobs are submitted and the run starts once their workers have
-connected (or ``wait_timeout`` seconds have passed and at least one has). dask-jobqueue is an
-optional extra: ``pip install 'tilelabel[slurm]'``.
+workers on each GPU that Slurm gives the job through ``--gres=gpu:N``. By default that is one
+per core of the GPU's share of the job, at most 16 and at most one per 4 GiB of the GPU's free
+memory when the job starts, as on a local GPU cluster. The scheduler runs in the submitting
+process; ``scale`` jobs are submitted and the run starts once their workers have connected (or
+``wait_timeout`` seconds have passed and at least one has). dask-jobqueue is an optional extra:
+``pip install 'tilelabel[slurm]'``.
 """
 
 from __future__ import annotations
@@ -39,15 +40,18 @@ def slurm_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
 
         extra.append(f"--gres=gpu:{gpus}")
         per_gpu = spec.get("workers_per_gpu")
-        if per_gpu is None:  # single-threaded workers on the GPU's share of the cores
+        fit = per_gpu is None
+        if fit:  # single-threaded workers on the GPU's share of the cores, as room allows
             per_gpu = min(MAX_WORKERS_PER_GPU, max(1, kwargs["cores"] // gpus))
         kwargs["worker_command"] = GPU_WORKER_COMMAND
         kwargs["worker_extra_args"] = [
             *kwargs.get("worker_extra_args", []),
             "--workers-per-gpu",
             str(per_gpu),
+            *(["--fit-memory"] if fit else []),
         ]
-        # jobqueue divides the job's cores and memory by its processes: one per worker
+        # jobqueue divides the job's cores and memory by its processes: one per worker (the
+        # most: a job whose GPUs have less room starts fewer, and each gets this share)
         kwargs["processes"] = gpus * per_gpu
         kwargs["cores"] = max(kwargs["cores"], gpus * per_gpu)
     else:
@@ -75,36 +79,63 @@ def job_script(spec: dict[str, Any]) -> str:
 
 
 def workers_per_job(spec: dict[str, Any]) -> int:
+    """Workers each job of ``spec`` starts (GPU jobs: the most, see :func:`wait_for_workers`)."""
     return int(slurm_kwargs(spec)["processes"])
+
+
+def wait_for_workers(client: Client, jobs: int, per_job: int, timeout: float) -> int:
+    """Wait until the workers of ``jobs`` jobs have connected; return how many have.
+
+    A job is counted at ``per_job`` workers until one of its workers says, through its
+    environment (:func:`tilelabel.pipeline.gpu_worker.job_of_this_worker`), how many the job
+    really started: a GPU job starts fewer where its GPUs' free memory has room for fewer.
+    After ``timeout`` seconds the run goes on with the workers there are, if any."""
+    from tilelabel.pipeline.gpu_worker import job_of_this_worker
+
+    started: dict[str, int] = {}  # job -> the workers it started
+    asked: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        workers = list(client.scheduler_info(n_workers=-1)["workers"])
+        new = [w for w in workers if w not in asked]
+        if new:
+            # a worker that left meanwhile answers with its error: asked again if it returns
+            for w, answer in client.run(job_of_this_worker, workers=new, on_error="return").items():
+                if isinstance(answer, Exception):
+                    continue
+                asked.add(w)
+                job, n = answer
+                if job is not None:
+                    started[job] = n
+        have, want = len(workers), sum(started.values()) + per_job * max(0, jobs - len(started))
+        if have >= want:
+            return have
+        if time.monotonic() > deadline:
+            if not have:
+                raise RuntimeError(
+                    f"no dask worker connected within {timeout} s of submitting "
+                    "the Slurm jobs (see squeue and the jobs' output files)"
+                )
+            log.warning("starting with %d of %d workers; more join as jobs start", have, want)
+            return have
+        time.sleep(0.5)
 
 
 @contextmanager
 def connect_slurm(spec: dict[str, Any]) -> Iterator[Client]:
     """Submit ``scale`` jobs, wait for their workers, yield a client; cancel the jobs on exit."""
     spec = {**DEFAULTS, **spec}
-    want = int(spec["scale"]) * workers_per_job(spec)
+    jobs, per_job = int(spec["scale"]), workers_per_job(spec)
     with slurm_cluster(spec) as cluster, Client(cluster) as c:
         log.debug("Slurm job script:\n%s", cluster.job_script())
-        cluster.scale(jobs=int(spec["scale"]))
+        cluster.scale(jobs=jobs)
         log.info(
-            "submitted %d Slurm job(s) for %d workers, dashboard at %s",
-            spec["scale"],
-            want,
+            "submitted %d Slurm job(s) for %s%d workers, dashboard at %s",
+            jobs,
+            "at most " if spec.get("gpus") and spec.get("workers_per_gpu") is None else "",
+            jobs * per_job,
             c.dashboard_link,
         )
-        deadline = time.monotonic() + float(spec["wait_timeout"])
-        while True:
-            have = len(c.scheduler_info(n_workers=-1)["workers"])
-            if have >= want:
-                break
-            if time.monotonic() > deadline:
-                if have == 0:
-                    raise RuntimeError(
-                        f"no dask worker connected within {spec['wait_timeout']} s of submitting "
-                        "the Slurm jobs (see squeue and the jobs' output files)"
-                    )
-                log.warning("starting with %d of %d workers; more join as jobs start", have, want)
-                break
-            time.sleep(0.5)
+        have = wait_for_workers(c, jobs, per_job, float(spec["wait_timeout"]))
         log.info("%d workers connected", have)
         yield c
