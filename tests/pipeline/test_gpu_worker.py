@@ -84,7 +84,8 @@ def test_visible_gpus_from_the_environment():
 
 def test_launcher_runs_workers_per_gpu_and_stops_them_on_a_signal():
     """Real dask workers connect to a real scheduler; the GPU ids only go into their
-    environment (nothing here touches a GPU)."""
+    environment (nothing here touches a GPU). They name no real GPU, so distributed's NVML
+    diagnostics are off: on a GPU machine a worker would otherwise look GPU 3 up at start."""
     with (
         LocalCluster(
             n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
@@ -94,6 +95,7 @@ def test_launcher_runs_workers_per_gpu_and_stops_them_on_a_signal():
         env = {
             **os.environ,
             "CUDA_VISIBLE_DEVICES": "3,5",
+            "DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False",
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         }
         args = ["--workers-per-gpu", "2", "--name", "job7", "--nthreads", "1"]
