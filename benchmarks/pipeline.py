@@ -3,7 +3,8 @@
 Same volume, storage chunks and codec for every method; input and output zarr on local disk.
 Each method runs on a fresh cluster of its own kind, so that the peak memory per worker it
 reports (host RSS high-water mark of each worker process; for GPU workers also CuPy's pool
-high-water mark) belongs to that run alone.
+high-water mark) belongs to that run alone. Each row also has the run's CPU seconds (user and
+kernel, all workers and their threads) and minor page faults, taken as the run ends.
 
 - ``copy``: read the uint8 chunks, write uint32 chunks with the same codec, through the same
   zarr reader and writer and processing chunks as tilelabel (CPU cluster of one single-threaded
