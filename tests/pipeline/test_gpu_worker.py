@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -82,10 +84,11 @@ def test_visible_gpus_from_the_environment():
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
 
 
-def test_launcher_runs_workers_per_gpu_and_stops_them_on_a_signal():
-    """Real dask workers connect to a real scheduler; the GPU ids only go into their
-    environment (nothing here touches a GPU). They name no real GPU, so distributed's NVML
-    diagnostics are off: on a GPU machine a worker would otherwise look GPU 3 up at start."""
+@contextmanager
+def launcher(args: list[str], env: dict[str, str]) -> Iterator[tuple[Client, subprocess.Popen]]:
+    """A real scheduler in this process, a client of it, and ``python -m
+    tilelabel.pipeline.gpu_worker`` started against it with ``args`` and ``env`` added to this
+    process's environment (killed on exit if still running)."""
     with (
         LocalCluster(
             n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
@@ -94,36 +97,44 @@ def test_launcher_runs_workers_per_gpu_and_stops_them_on_a_signal():
     ):
         env = {
             **os.environ,
-            "CUDA_VISIBLE_DEVICES": "3,5",
-            "DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False",
+            **env,
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         }
-        args = ["--workers-per-gpu", "2", "--name", "job7", "--nthreads", "1"]
-        launcher = subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "tilelabel.pipeline.gpu_worker", cluster.scheduler_address]
             + args
-            + ["--memory-limit", "1GiB", "--no-dashboard"],
+            + ["--no-dashboard"],
             env=env,
         )
         try:
-            wait_until(lambda: len(c.scheduler_info()["workers"]) == 4, 120, "4 workers")
-            seen = c.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
-            names = {w["name"]: seen[a] for a, w in c.scheduler_info()["workers"].items()}
-            assert names == {
-                "job7-gpu0-0": "3",
-                "job7-gpu0-1": "3",
-                "job7-gpu1-0": "5",
-                "job7-gpu1-1": "5",
-            }
-            assert all(w["nthreads"] == 1 for w in c.scheduler_info()["workers"].values())
-            ((job, n),) = set(c.run(job_of_this_worker).values())
-            assert job.endswith(f":{launcher.pid}") and n == 4
-            launcher.send_signal(signal.SIGTERM)
-            assert launcher.wait(timeout=60) == 0
-            wait_until(lambda: not c.scheduler_info()["workers"], 30, "the workers to leave")
+            yield c, proc
         finally:
-            if launcher.poll() is None:
-                launcher.kill()
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_launcher_runs_workers_per_gpu_and_stops_them_on_a_signal():
+    """Real dask workers connect to a real scheduler; the GPU ids only go into their
+    environment (nothing here touches a GPU). They name no real GPU, so distributed's NVML
+    diagnostics are off: on a GPU machine a worker would otherwise look GPU 3 up at start."""
+    args = ["--workers-per-gpu", "2", "--name", "job7", "--nthreads", "1", "--memory-limit", "1GiB"]
+    env = {"CUDA_VISIBLE_DEVICES": "3,5", "DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False"}
+    with launcher(args, env) as (c, proc):
+        wait_until(lambda: len(c.scheduler_info()["workers"]) == 4, 120, "4 workers")
+        seen = c.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
+        names = {w["name"]: seen[a] for a, w in c.scheduler_info()["workers"].items()}
+        assert names == {
+            "job7-gpu0-0": "3",
+            "job7-gpu0-1": "3",
+            "job7-gpu1-0": "5",
+            "job7-gpu1-1": "5",
+        }
+        assert all(w["nthreads"] == 1 for w in c.scheduler_info()["workers"].values())
+        ((job, n),) = set(c.run(job_of_this_worker).values())
+        assert job.endswith(f":{proc.pid}") and n == 4
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        wait_until(lambda: not c.scheduler_info()["workers"], 30, "the workers to leave")
 
 
 @pytest.mark.gpu
@@ -137,30 +148,14 @@ def test_fit_memory_on_a_gpu_that_another_process_mostly_holds(caplog):
 
     if not cuda_available():
         pytest.skip("needs a CUDA GPU usable through CuPy")
+    args = ["--workers-per-gpu", "4", "--fit-memory", "--nthreads", "1"]
     with (
         gpu_memory_left(GPU_MEMORY_PER_WORKER * 5 // 2),
-        LocalCluster(
-            n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
-        ) as cluster,
-        Client(cluster, set_as_default=False) as c,
+        launcher(args, {"CUDA_VISIBLE_DEVICES": "0"}) as (c, proc),
     ):
-        env = {
-            **os.environ,
-            "CUDA_VISIBLE_DEVICES": "0",
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        }
-        launcher = subprocess.Popen(
-            [sys.executable, "-m", "tilelabel.pipeline.gpu_worker", cluster.scheduler_address]
-            + ["--workers-per-gpu", "4", "--fit-memory", "--nthreads", "1", "--no-dashboard"],
-            env=env,
-        )
-        try:
-            assert wait_for_workers(c, jobs=1, per_job=4, timeout=120) == 2
-            # the wait ended on the job's own count, not at its time limit
-            assert "starting with" not in caplog.text
-            assert len(c.scheduler_info()["workers"]) == 2
-            launcher.send_signal(signal.SIGTERM)
-            assert launcher.wait(timeout=60) == 0
-        finally:
-            if launcher.poll() is None:
-                launcher.kill()
+        assert wait_for_workers(c, jobs=1, per_job=4, timeout=120) == 2
+        # the wait ended on the job's own count, not at its time limit
+        assert "starting with" not in caplog.text
+        assert len(c.scheduler_info()["workers"]) == 2
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
