@@ -36,13 +36,13 @@ def slurm_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     gpus = int(spec.get("gpus", 0))
     extra = list(kwargs.get("job_extra_directives", []))
     if gpus:
-        from tilelabel.pipeline.cluster import MAX_WORKERS_PER_GPU
+        from tilelabel.pipeline.cluster import gpu_cluster_shape
 
         extra.append(f"--gres=gpu:{gpus}")
+        fit = fits_memory(spec)
         per_gpu = spec.get("workers_per_gpu")
-        fit = per_gpu is None
-        if fit:  # single-threaded workers on the GPU's share of the cores, as room allows
-            per_gpu = min(MAX_WORKERS_PER_GPU, max(1, kwargs["cores"] // gpus))
+        if fit:  # a local GPU cluster's shape on the GPU's share of the cores; room: on the node
+            per_gpu = gpu_cluster_shape(max(1, kwargs["cores"] // gpus), None)[0]
         kwargs["worker_command"] = GPU_WORKER_COMMAND
         kwargs["worker_extra_args"] = [
             *kwargs.get("worker_extra_args", []),
@@ -59,6 +59,12 @@ def slurm_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
         kwargs.setdefault("processes", kwargs["cores"])
     kwargs["job_extra_directives"] = extra
     return kwargs
+
+
+def fits_memory(spec: dict[str, Any]) -> bool:
+    """Whether ``spec``'s jobs size their workers by their GPUs' free memory when they start
+    (GPU jobs without ``workers_per_gpu``): their worker count is then only the most."""
+    return bool(int(spec.get("gpus", 0))) and spec.get("workers_per_gpu") is None
 
 
 def slurm_cluster(spec: dict[str, Any], **overrides: Any):
@@ -132,7 +138,7 @@ def connect_slurm(spec: dict[str, Any]) -> Iterator[Client]:
         log.info(
             "submitted %d Slurm job(s) for %s%d workers, dashboard at %s",
             jobs,
-            "at most " if spec.get("gpus") and spec.get("workers_per_gpu") is None else "",
+            "at most " if fits_memory(spec) else "",
             jobs * per_job,
             c.dashboard_link,
         )
