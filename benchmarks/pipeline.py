@@ -53,6 +53,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -122,8 +123,6 @@ def _usage() -> dict[str, float]:
     """This process's CPU seconds in user and kernel mode and its page faults that needed no
     disk, all threads together. Kernel time with many such faults is the cost of mapping
     fresh memory: each newly touched page of a large array faults and is zeroed first."""
-    import resource
-
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return {"user_s": ru.ru_utime, "system_s": ru.ru_stime, "minor_faults": ru.ru_minflt}
 
@@ -524,7 +523,9 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         usage.update(spent)
     client_gc = here.stop()
     # outside the timed run: every tilelabel output is checked against the others
+    t_digest = time.perf_counter()
     digest = output_digest(dst, client) if method.startswith("tilelabel") else None
+    t_digest = time.perf_counter() - t_digest
     peaks = client.run(stop_peaks).values()
     encoded, steps = Counter(host=0, device=0), Counter()
     for counts, spent in client.run(write_counts).values():
@@ -538,6 +539,7 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         "seconds": seconds,
         "components": n,
         "digest": digest,
+        "digest_seconds": round(t_digest, 2),
         "peak_rss_per_worker": max(p[0] for p in peaks),
         "peak_gpu_per_worker": max(p[1] for p in peaks),
         # CPU seconds (user, kernel) and minor page faults of the run, all workers together
@@ -552,6 +554,9 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         "write_seconds": steps,
         "output_bytes": stored_bytes(dst),
         "client_objects": heap,
+        # the high-water mark of this process (client and the local cluster's scheduler) so
+        # far, the inputs' writing and earlier runs included: bytes
+        "client_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10,
         # collections of 5 ms or more during the run, as gc_pauses records them but starting
         # in seconds after t0; the client's process is also the local cluster's scheduler's
         "gc_pauses": {
@@ -714,6 +719,13 @@ def main() -> None:
         "pays the workers' first use: imports, CUDA kernels, pinned memory, nvCOMP)",
     )
     p.add_argument(
+        "--keep-inputs",
+        action="store_true",
+        help="leave each input volume in --workdir and reuse one a run with this flag left "
+        "there (the same size, density and storage chunk): on a large volume, writing the "
+        "input takes longer than labeling it",
+    )
+    p.add_argument(
         "--save-stream",
         action="store_true",
         help="keep every task's kind, worker, start and stop in the JSON rows (`stream`)",
@@ -753,15 +765,21 @@ def main() -> None:
     for size in args.sizes:
         for density in args.densities:
             shape = (size,) * 3
-            src = str(work / f"in-{size}-{density}.zarr")
-            t0 = time.perf_counter()
-            write_random_zarr(
-                src, shape, (args.storage_chunk,) * 3, density, 1, seed=size, overwrite=True
-            )
-            print(
-                f"# {size}^3 d={density}: input written in {time.perf_counter() - t0:.1f} s",
-                flush=True,
-            )
+            src = str(work / f"in-{size}-{density}-{args.storage_chunk}.zarr")
+            made = Path(src + ".complete")  # written once the input's last chunk is
+            if args.keep_inputs and made.exists():
+                print(f"# {size}^3 d={density}: input of an earlier run reused", flush=True)
+            else:
+                made.unlink(missing_ok=True)
+                t0 = time.perf_counter()
+                write_random_zarr(
+                    src, shape, (args.storage_chunk,) * 3, density, 1, seed=size, overwrite=True
+                )
+                made.touch()
+                print(
+                    f"# {size}^3 d={density}: input written in {time.perf_counter() - t0:.1f} s",
+                    flush=True,
+                )
             gpu_runs = [(g, w) for g in args.gpus for w in args.workers_per_gpu]
             own_shape = [(g, None) for g in args.gpus]  # METHOD@W: not crossed with the list
             runs = [
@@ -806,7 +824,9 @@ def main() -> None:
                     rows.append(r)
                     print(json.dumps({k: v for k, v in r.items() if k != "stream"}), flush=True)
                 shutil.rmtree(dst, ignore_errors=True)
-            shutil.rmtree(src, ignore_errors=True)
+            if not args.keep_inputs:
+                made.unlink(missing_ok=True)
+                shutil.rmtree(src, ignore_errors=True)
             volume = [r for r in rows if r["size"] == size and r["density"] == density]
             for problem in disagreements(volume):
                 wrong.append(f"{size}^3 d={density}: {problem}")
