@@ -522,11 +522,13 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
     for spent in client.run(usage_since_start).values():
         usage.update(spent)
     client_gc = here.stop()
+    # the peaks of the run alone: until 2026-11-24 (tenth session) they included the digest's
+    # reads below
+    peaks = client.run(stop_peaks).values()
     # outside the timed run: every tilelabel output is checked against the others
     t_digest = time.perf_counter()
     digest = output_digest(dst, client) if method.startswith("tilelabel") else None
     t_digest = time.perf_counter() - t_digest
-    peaks = client.run(stop_peaks).values()
     encoded, steps = Counter(host=0, device=0), Counter()
     for counts, spent in client.run(write_counts).values():
         encoded.update(counts)
