@@ -107,16 +107,14 @@ def start_peaks(gpu: bool, dask_worker=None) -> None:
     threading.Thread(target=loop, daemon=True).start()
 
 
-def stop_peaks(dask_worker=None) -> tuple[int, int, list]:
+def stop_peaks(dask_worker=None) -> tuple[int, int, list, dict[str, float]]:
+    """The worker's peaks since :func:`start_peaks`: host RSS, GPU pool bytes, its garbage
+    collections, and its :func:`_usage` since then (taken as the run ends, before its digest)."""
     state = dask_worker.tilelabel_peaks
     state["stop"] = True
-    return state["rss"], state["gpu"], state["gc"].stop()
-
-
-def usage_since_start(dask_worker=None) -> dict[str, float]:
-    """:func:`_usage` since :func:`start_peaks` (taken as the run ends, before its digest)."""
-    start = dask_worker.tilelabel_peaks["usage"]
-    return {k: v - start[k] for k, v in _usage().items()}
+    start = state["usage"]
+    usage = {k: v - start[k] for k, v in _usage().items()}
+    return state["rss"], state["gpu"], state["gc"].stop(), usage
 
 
 def _usage() -> dict[str, float]:
@@ -518,13 +516,13 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         n, phases = res.components, res.phases
     seconds = time.perf_counter() - t0
     stream.__exit__(None, None, None)
-    usage = Counter()
-    for spent in client.run(usage_since_start).values():
-        usage.update(spent)
     client_gc = here.stop()
     # the peaks of the run alone: until 2026-11-24 (tenth session) they included the digest's
     # reads below
     peaks = client.run(stop_peaks).values()
+    usage = Counter()
+    for p in peaks:
+        usage.update(p[3])
     # outside the timed run: every tilelabel output is checked against the others
     t_digest = time.perf_counter()
     digest = output_digest(dst, client) if method.startswith("tilelabel") else None
@@ -851,16 +849,24 @@ def main() -> None:
     }
     del held
     (out_dir / "pipeline.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    header = [
+        *("size", "density", "method", "workers", "s", "GVox/s", "vs copy (same cluster)"),
+        *("vs fastest copy", "vs dask-image", "peak host/worker GiB", "peak GPU/worker GiB"),
+        *("output MiB", "chunks compressed on the GPU", "worker CPU s (of it kernel)"),
+    ]
+
+    def line(*cells) -> str:
+        """A table row of ``cells``, empty cells after them up to the header's width."""
+        return "| " + " | ".join(map(str, cells + ("",) * (len(header) - len(cells)))) + " |"
+
     lines = [
         f"Device: {device}; {usable_cores()} CPU cores; date {meta['date']}; storage chunks "
         f"{args.storage_chunk}^3, zarr v3 default codec; input and output on local disk"
         + (f"; {args.gpu_free} GiB left free per GPU" if args.gpu_free is not None else "")
         + ".",
         "",
-        "| size | density | method | workers | s | GVox/s | vs copy (same cluster) | "
-        "vs fastest copy | vs dask-image | peak host/worker GiB | peak GPU/worker GiB | "
-        "output MiB | chunks compressed on the GPU | worker CPU s (of it kernel) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        line(*header),
+        "|" + "---|" * len(header),
     ]
     for r in rows:
         if "timeout" in r:
@@ -874,16 +880,12 @@ def main() -> None:
                 for m, t in same.items()
                 if m.startswith("tilelabel")
             )  # (with several GPU counts, the last one's time)
-            lines.append(
-                f"| {r['size']}³ | {r['density']} | {r['method']} | | > {r['timeout']:.0f}"
-                f" (stopped) | | | | {bound} | | | | | |"
-            )
+            where = (f"{r['size']}³", r["density"], r["method"], "")
+            lines.append(line(*where, f"> {r['timeout']:.0f} (stopped)", "", "", "", bound))
             continue
         if "seconds" not in r:
-            lines.append(
-                f"| {r['size']}³ | {r['density']} | {r['method']} | | failed: "
-                f"{r['error'][:80]} | | | | | | | | | |"
-            )
+            where = (f"{r['size']}³", r["density"], r["method"], "")
+            lines.append(line(*where, f"failed: {r['error'][:80]}"))
             continue
         same = [
             x
@@ -927,10 +929,13 @@ def main() -> None:
         use = r.get("worker_usage")
         cpu = f"{use['user_s'] + use['system_s']:.1f} ({use['system_s']:.1f})" if use else ""
         lines.append(
-            f"| {r['size']}³ | {r['density']} | {name} | {r['workers']} | "
-            f"{r['seconds']:.2f} | {r['gvox_s']:.3f} | {vs_copy} | {vs_best} | {vs_di} | "
-            f"{r['peak_rss_per_worker'] / 2**30:.2f} | {r['peak_gpu_per_worker'] / 2**30:.2f} | "
-            f"{r['output_bytes'] / 2**20:.0f} | {on_gpu} | {cpu} |"
+            line(
+                *(f"{r['size']}³", r["density"], name, r["workers"], f"{r['seconds']:.2f}"),
+                *(f"{r['gvox_s']:.3f}", vs_copy, vs_best, vs_di),
+                f"{r['peak_rss_per_worker'] / 2**30:.2f}",
+                f"{r['peak_gpu_per_worker'] / 2**30:.2f}",
+                *(f"{r['output_bytes'] / 2**20:.0f}", on_gpu, cpu),
+            )
         )
     if wrong:
         lines += ["", "**Outputs disagree:**", *(f"- {w}" for w in wrong)]
