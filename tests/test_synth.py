@@ -5,6 +5,52 @@ import zarr
 from tilelabel.synth import random_block, random_volume, write_random_zarr
 
 
+def numpy_block(shape, offset, block_shape, density, g, seed):
+    """The generator as first written, in whole-array numpy: the volumes every benchmark and
+    session digest was made from, which the numba generator must reproduce bit for bit."""
+
+    def splitmix64(z):
+        with np.errstate(over="ignore"):
+            z = z + np.uint64(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            return z ^ (z >> np.uint64(31))
+
+    cells = [(s + g - 1) // g for s in shape]
+    idx = [
+        np.arange(o, o + b, dtype=np.int64) // g for o, b in zip(offset, block_shape, strict=True)
+    ]
+    flat = np.zeros(tuple(len(i) for i in idx), dtype=np.uint64)
+    stride = 1
+    for axis in range(len(shape) - 1, -1, -1):
+        shp = [1] * len(shape)
+        shp[axis] = -1
+        flat = flat + (idx[axis].astype(np.uint64) * np.uint64(stride)).reshape(shp)
+        stride *= cells[axis]
+    h = splitmix64(flat ^ splitmix64(np.uint64(seed) + np.zeros(1, np.uint64)))
+    u = (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+    return (u < density).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    "shape, offset, block, density, g, seed",
+    [
+        ((13, 17, 11), (0, 0, 0), (13, 17, 11), 0.3, 1, 0),
+        ((13, 17, 11), (5, 2, 7), (6, 9, 4), 0.3, 3, 4),
+        ((4096, 4096, 4096), (3968, 128, 4000), (16, 24, 96), 0.2, 1, 4096),
+        ((2048, 2048, 2048), (1000, 2000, 7), (9, 48, 33), 0.05, 2, 2048),
+        ((300, 500), (17, 250), (100, 250), 0.5, 1, 7),
+        ((301, 499), (0, 0), (301, 499), 0.4, 4, 2**40),
+        ((64, 64, 64), (0, 0, 0), (64, 64, 64), 0.0, 1, 1),
+        ((64, 64, 64), (0, 0, 0), (64, 64, 64), 1.0, 1, 1),
+    ],
+)
+def test_blocks_equal_the_first_generator(shape, offset, block, density, g, seed):
+    got = random_block(shape, offset, block, density, g, seed)
+    assert got.dtype == np.uint8 and got.shape == block
+    np.testing.assert_array_equal(got, numpy_block(shape, offset, block, density, g, seed))
+
+
 def test_blocks_equal_the_whole_volume():
     whole = random_volume((13, 17, 11), 0.3, 3, seed=4)
     block = random_block((13, 17, 11), (5, 2, 7), (6, 9, 4), 0.3, 3, seed=4)
