@@ -293,30 +293,45 @@ def zarr_copy(src: str, dst: str, client: Client, backend: str, chunks) -> None:
     client.gather(futures)
 
 
-def _block_digest(source: ZarrSource, slices: tuple[slice, ...]) -> bytes:
+def _block_digests(
+    source: ZarrSource, block: tuple[slice, ...], tile: tuple[int, ...]
+) -> list[tuple[tuple[int, ...], bytes]]:
+    """The digest of each storage chunk (``tile``) of ``block``, read in one piece, with the
+    chunk's global position: one task for a block of chunks costs less than one per chunk."""
     import hashlib
+    import itertools
 
-    labels = source(slices)
+    labels = source(block)
     # the values, not their bytes in memory: uint32 and uint64 outputs of one labeling agree
     if labels.dtype.itemsize > 4 and (labels.size == 0 or labels.max() <= np.iinfo(np.uint32).max):
         labels = labels.astype(np.uint32)
-    return hashlib.blake2b(
-        np.ascontiguousarray(labels, dtype=labels.dtype.newbyteorder("<"))
-    ).digest()
+    labels = labels.astype(labels.dtype.newbyteorder("<"), copy=False)
+    starts = [range(0, n, t) for n, t in zip(labels.shape, tile, strict=True)]
+    out = []
+    for offset in itertools.product(*starts):
+        part = labels[tuple(slice(o, o + t) for o, t in zip(offset, tile, strict=True))]
+        position = tuple((b.start + o) // t for b, o, t in zip(block, offset, tile, strict=True))
+        out.append((position, hashlib.blake2b(np.ascontiguousarray(part)).digest()))
+    return out
 
 
-def output_digest(path: str, client: Client) -> str:
-    """A digest of the labels in ``path``, one task per storage chunk on ``client``: the same
-    for every chunking, worker count and backend that writes the same labels, so the rows of
-    one volume (and the same volume in another session) can be compared without holding two
-    outputs at once."""
+def output_digest(path: str, client: Client, chunks_per_task: int = 4) -> str:
+    """A digest of the labels in ``path``: the digest of the digests of its storage chunks, in
+    raster order. The same for every chunking, worker count and backend that writes the same
+    labels, so the rows of one volume (and the same volume in another session) can be compared
+    without holding two outputs at once. One task reads up to ``chunks_per_task`` storage
+    chunks per axis (one per task took 18.7 s at 2048^3 on an H100, 161 s at 4096^3)."""
     import hashlib
 
     z = zarr.open_array(path, mode="r")
-    plan = plan_for_storage(z.shape, storage_chunks(z), storage_chunks(z))
-    slices = [plan.slices(i) for i in plan.indices()]  # raster order
-    parts = client.gather(client.map(_block_digest, [ZarrSource(path)] * len(slices), slices))
-    return hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest()
+    tile = storage_chunks(z)
+    plan = plan_for_storage(z.shape, tile, tuple(t * chunks_per_task for t in tile))
+    blocks = [plan.slices(i) for i in plan.indices()]
+    parts = client.gather(
+        client.map(_block_digests, [ZarrSource(path)] * len(blocks), blocks, tile=tile)
+    )
+    ordered = sorted(p for part in parts for p in part)  # raster order of the storage chunks
+    return hashlib.blake2b(b"".join(d for _, d in ordered), digest_size=16).hexdigest()
 
 
 def run_name(r: dict) -> str:
@@ -648,7 +663,9 @@ def main() -> None:
     p.add_argument(
         "--methods",
         nargs="+",
-        default=["copy", "copy-gpu", "tilelabel-gpu", "tilelabel-cpu", "dask-image"],
+        default=None,
+        help="methods to run (default: copy copy-gpu tilelabel-gpu tilelabel-cpu dask-image, "
+        "without the GPU ones where CuPy sees no GPU)",
     )
     p.add_argument(
         "--dask-image-max",
@@ -746,12 +763,6 @@ def main() -> None:
         print(json.dumps(run_method(*args.child, args)), flush=True)
         return
 
-    work = Path(args.workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    rows = []
-    wrong: list[str] = []  # rows of one volume that disagree (see disagreements)
     device = "cpu only"
     try:
         import cupy as cp
@@ -760,6 +771,23 @@ def main() -> None:
         device = f"{props['name'].decode()} x{cp.cuda.runtime.getDeviceCount()}"
     except Exception:
         pass
+    if args.methods is None:
+        args.methods = [
+            m
+            for m in ["copy", "copy-gpu", "tilelabel-gpu", "tilelabel-cpu", "dask-image"]
+            if device != "cpu only" or not is_gpu(m)
+        ]
+    elif device == "cpu only" and any(map(is_gpu, args.methods)):
+        p.error(
+            f"GPU methods ({', '.join(filter(is_gpu, args.methods))}) need a GPU, and CuPy "
+            "finds none; leave them out of --methods"
+        )
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    wrong: list[str] = []  # rows of one volume that disagree (see disagreements)
     warm_up(work, args.methods, args.storage_chunk)
     held = hold_gpu_memory(args.gpu_free)
     for size in args.sizes:
