@@ -7,6 +7,7 @@ import functools
 import numpy as np
 import pytest
 import zarr
+from distributed.diagnostics.plugin import SchedulerPlugin
 from scipy import ndimage
 
 import tilelabel
@@ -174,6 +175,43 @@ def test_chunk_shares_of_the_merge_are_not_root_tasks(tmp_path, client):
         return [dask_scheduler.is_rootish(dask_scheduler.tasks[k]) for k in keys]
 
     assert not any(client.run_on_scheduler(rootish, shares))
+
+
+class TransitionLog(SchedulerPlugin):
+    """Every task transition on the scheduler, in order: (the key's layer name, from, to)."""
+
+    name = "tilelabel-test-transitions"
+
+    def __init__(self):
+        self.log = []
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        self.log.append((key[0] if isinstance(key, tuple) else key, start, finish))
+
+
+def test_borders_are_freed_by_their_pairs_not_at_the_count(tmp_path, client):
+    """A chunk's faces are the bulk of what the labeling pass leaves on its worker. The run lets
+    go of them once the merge's graph holds them, so each is freed when the border pairs that
+    read it are done; held until the count was known, every chunk's faces were on the workers
+    at once (the host peak per worker grew with the volume)."""
+    img = random_volume((32, 32, 32), 0.3, seed=5)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    client.register_plugin(TransitionLog())
+    try:
+        tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client, chunks=(8, 8, 8))
+        log = client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.plugins[TransitionLog.name].log
+        )
+    finally:
+        client.unregister_scheduler_plugin(TransitionLog.name)
+    counted = next(
+        i for i, (n, _, to) in enumerate(log) if n.startswith("tilelabel-count-") and to == "memory"
+    )
+    borders = [(i, a, b) for i, (n, a, b) in enumerate(log) if n.startswith("tilelabel-borders-")]
+    assert sum(b == "memory" for _, _, b in borders) == 64  # one per chunk, none made twice
+    assert sum(a == "memory" and i < counted for i, a, _ in borders) == 64
+    out = zarr.open_array(str(tmp_path / "out.zarr"))[...]
+    np.testing.assert_array_equal(out, expected(img, 26)[0])
 
 
 def test_result_reports_every_phase_in_order(tmp_path, client):
