@@ -92,11 +92,15 @@ def start_peaks(gpu: bool, dask_worker=None) -> None:
         import cupy as cp
 
         pool = cp.get_default_memory_pool()
-    state = {"rss": 0, "gpu": 0, "stop": False}
+    state = {"rss": 0, "gpu": 0, "stop": False, "rss_at": 0.0, "rss_managed": 0}
 
     def loop():
         while not state["stop"]:
-            state["rss"] = max(state["rss"], proc.memory_info().rss)
+            rss = proc.memory_info().rss
+            if rss > state["rss"]:
+                # when, and how much of it was results dask held (the merge's summaries, the
+                # specs): the rest is the running tasks' buffers and what the allocator keeps
+                state.update(rss=rss, rss_at=time.time(), rss_managed=dask_worker.state.nbytes)
             if pool is not None:
                 state["gpu"] = max(state["gpu"], pool.used_bytes())
             time.sleep(0.005)
@@ -107,14 +111,16 @@ def start_peaks(gpu: bool, dask_worker=None) -> None:
     threading.Thread(target=loop, daemon=True).start()
 
 
-def stop_peaks(dask_worker=None) -> tuple[int, int, list, dict[str, float]]:
+def stop_peaks(dask_worker=None) -> tuple[int, int, list, dict[str, float], tuple[float, int]]:
     """The worker's peaks since :func:`start_peaks`: host RSS, GPU pool bytes, its garbage
-    collections, and its :func:`_usage` since then (taken as the run ends, before its digest)."""
+    collections, its :func:`_usage` since then (taken as the run ends, before its digest), and
+    when its RSS peaked (seconds since the epoch) with the bytes of results dask held then."""
     state = dask_worker.tilelabel_peaks
     state["stop"] = True
     start = state["usage"]
     usage = {k: v - start[k] for k, v in _usage().items()}
-    return state["rss"], state["gpu"], state["gc"].stop(), usage
+    at = (state["rss_at"], state["rss_managed"])
+    return state["rss"], state["gpu"], state["gc"].stop(), usage, at
 
 
 def _usage() -> dict[str, float]:
@@ -540,7 +546,7 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         usage.update(p[3])
     # outside the timed run: every tilelabel output is checked against the others
     t_digest = time.perf_counter()
-    digest = output_digest(dst, client) if method.startswith("tilelabel") else None
+    digest = output_digest(dst, client) if method.startswith("tilelabel") and args.digest else None
     t_digest = time.perf_counter() - t_digest
     encoded, steps = Counter(host=0, device=0), Counter()
     for counts, spent in client.run(write_counts).values():
@@ -557,6 +563,11 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         "digest_seconds": round(t_digest, 2),
         "peak_rss_per_worker": max(p[0] for p in peaks),
         "peak_gpu_per_worker": max(p[1] for p in peaks),
+        # every worker's host peak: [bytes, seconds into the run, bytes of results dask held
+        # then], largest first
+        "rss_peaks": sorted(
+            ([p[0], round(p[4][0] - t0_wall, 2), p[4][1]] for p in peaks), reverse=True
+        ),
         # CPU seconds (user, kernel) and minor page faults of the run, all workers together
         "worker_usage": {k: round(v, 2) for k, v in usage.items()},
         "workers": len(info),
@@ -741,6 +752,13 @@ def main() -> None:
         help="leave each input volume in --workdir and reuse one a run with this flag left "
         "there (the same size, density and storage chunk): on a large volume, writing the "
         "input takes longer than labeling it",
+    )
+    p.add_argument(
+        "--no-digest",
+        dest="digest",
+        action="store_false",
+        help="skip the digest of each tilelabel output (at 4096^3 it takes longer than the run "
+        "on one H100; without it, rows of one volume are not checked against each other)",
     )
     p.add_argument(
         "--save-stream",
