@@ -1,4 +1,5 @@
-"""Label dtype choice: the one place that decides between uint32 and uint64."""
+"""Dtype choices: the one place that decides between uint32 and uint64 labels, and how wide a
+chunk's per-row label counts are."""
 
 from __future__ import annotations
 
@@ -29,3 +30,19 @@ def label_dtype(max_label: int, requested: str | np.dtype = "auto") -> np.dtype:
             f"{max_label} labels do not fit in uint32 (at most {UINT32_MAX}); use uint64 or auto"
         )
     return LABEL_DTYPES["uint32"] if fits else LABEL_DTYPES["uint64"]
+
+
+def row_count_dtype(row_length: int) -> np.dtype:
+    """The dtype of a chunk's per-row counts of the labels whose first voxel lies in that row.
+
+    Two such first voxels are never neighbours along the row (every connectivity joins those),
+    so a row of ``row_length`` voxels holds at most ``ceil(row_length / 2)``: uint16 for the
+    512-voxel rows of 512^3 chunks, a quarter of int64's bytes. Those counts, and a chunk's
+    lookup spec built from them, stay on the worker that labeled the chunk from the merge until
+    the chunk is written: at 4096^3 on 16 workers, 32 chunks' worth per worker.
+    """
+    most = (int(row_length) + 1) // 2
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if most <= np.iinfo(dt).max:
+            return np.dtype(dt)
+    return np.dtype(np.uint64)

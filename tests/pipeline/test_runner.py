@@ -272,3 +272,16 @@ def test_the_gpu_may_compress_only_plain_outputs_when_given_turns(tmp_path):
     assert _device_chunks(arr, None, 0) == RawChunks("zstd", (2, 4, 4))
     assert _device_chunks(arr, 0, 0) is None
     assert _device_chunks(arr, 1, 2) is None
+
+
+@pytest.mark.parametrize("width", [510, 512])
+def test_narrow_row_counts_sum_without_overflow(tmp_path, client, width):
+    """Rows full of components (a 3D checkerboard under 6-connectivity): each row count is at
+    its dtype's limit at 510 voxels (255 of uint8), 256 at 512 (uint16), and their sums over
+    rows and chunks run far past it."""
+    img = (np.indices((4, 5, 2 * width)).sum(axis=0) % 2 == 0).astype(np.uint8)
+    src = write_zarr(tmp_path / "in.zarr", img, (2, 5, width))
+    tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client, connectivity=6)
+    want, n = expected(img, 6)
+    assert n > 255 * 20
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], want)

@@ -11,7 +11,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from tilelabel.connectivity import max_components
-from tilelabel.dtypes import label_dtype
+from tilelabel.dtypes import label_dtype, row_count_dtype
 from tilelabel.kernels.backends import Backend, get_backend
 
 
@@ -152,7 +152,7 @@ def summarize(
     keys = to_global_keys(first[ids - 1], block.shape, offset, shape)
     x = block.shape[-1]
     rows = int(np.prod(block.shape[:-1]))
-    row_counts = np.bincount(first // x, minlength=rows).astype(np.int64)
+    row_counts = np.bincount(first // x, minlength=rows).astype(row_count_dtype(x))
     row_counts = row_counts.reshape(block.shape[:-1])
     if stats:
         del labels

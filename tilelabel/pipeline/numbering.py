@@ -22,8 +22,8 @@ class LutSpec:
     """Everything a chunk needs to build its local-to-global lookup table (O(rows + border))."""
 
     n: int
-    #: first local id - 1 of each row (exclusive cumsum of the local row counts), flat
-    row_start: np.ndarray
+    #: number of local labels whose first voxel lies in each row, flat (``Counts.row_counts``)
+    row_counts: np.ndarray
     #: global offset (number of roots before the row segment) of each row, flat
     row_offset: np.ndarray
     #: local ids of border labels that are not their component's root, sorted
@@ -35,7 +35,7 @@ class LutSpec:
     dropped: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
-sizeof.register(LutSpec)(sizeof_fields)  # its row starts and offsets: 4 MiB for 512^3
+sizeof.register(LutSpec)(sizeof_fields)  # its row counts and offsets: 2.5 MiB for 512^3
 
 
 def merged_ids(counts: Counts, roots: np.ndarray) -> np.ndarray:
@@ -87,14 +87,15 @@ def concat_offsets(parts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.nd
     # a running total over the members, not a cumulative sum along the concatenated last
     # axis: level 1's members are one count per row, and numpy's cumsum along an axis of 2 to
     # 8 took 6-11 ms for two to eight 512^3 chunks' rows, a loop over members 0.4-1.6 ms
-    run = np.zeros(parts[0].shape[:-1], np.result_type(*parts))
+    # int64 whatever the parts: level 1's are row counts as narrow as dtypes.row_count_dtype
+    run = np.zeros(parts[0].shape[:-1], np.int64)
     prefixes = []
     for part in parts:
         if part.shape[-1] == 1:
             prefixes.append(run[..., None].copy())
             run += part[..., 0]
         else:
-            prefixes.append(np.cumsum(part, axis=-1) - part + run[..., None])
+            prefixes.append(np.cumsum(part, axis=-1, dtype=np.int64) - part + run[..., None])
             run += part.sum(axis=-1)
     return prefixes, run
 
@@ -122,7 +123,7 @@ def border_finals(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Final labels of the border components whose root (first voxel) lies in this chunk
     (0 for the roots in ``dropped``)."""
-    row_start = _row_start(counts)
+    row_start = _row_start(counts.row_counts)
     demoted = np.sort(_demoted(counts, roots, dropped))
     is_root = roots == counts.keys
     ids, keys = counts.ids[is_root], counts.keys[is_root]
@@ -136,8 +137,9 @@ def border_finals(
     return keys, finals
 
 
-def _row_start(counts: Counts) -> np.ndarray:
-    rc = counts.row_counts.reshape(-1)
+def _row_start(row_counts: np.ndarray) -> np.ndarray:
+    """First local id - 1 of each row: the exclusive cumulative sum of the row counts."""
+    rc = row_counts.reshape(-1)
     start = np.zeros(rc.size, np.int64)
     # into place: a concatenation of a list and the cumsum took 9 times as long (512^2 rows:
     # 1 ms), twice per chunk on the merge's critical path
@@ -165,7 +167,7 @@ def lut_spec(
 ) -> LutSpec:
     return LutSpec(
         n=counts.n,
-        row_start=_row_start(counts),
+        row_counts=counts.row_counts.reshape(-1),
         row_offset=row_offset.reshape(-1).astype(np.int64),
         demoted=np.sort(_demoted(counts, roots, dropped)),
         border_ids=counts.ids,
@@ -180,7 +182,8 @@ def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
     lut = np.zeros(n + 1, dtype=dtype)
     if n == 0:
         return lut
-    counts = np.diff(np.append(spec.row_start, n))
+    counts = spec.row_counts
+    row_start = _row_start(counts)
     is_root = np.ones(n, np.uint8)
     is_root[spec.demoted - 1] = 0
     # cum[i]: roots among local ids 1..i. Local id i of a row is numbered 1 + the row's offset
@@ -189,7 +192,7 @@ def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
     cum = np.empty(n + 1, np.int64)
     cum[0] = 0
     np.cumsum(is_root, dtype=np.int64, out=cum[1:])
-    lut[1:] = np.repeat(1 + spec.row_offset - cum[spec.row_start], counts) + cum[:n]
+    lut[1:] = np.repeat(1 + spec.row_offset - cum[row_start], counts) + cum[:n]
     lut[spec.border_ids] = spec.border_finals
     lut[spec.dropped] = 0
     return lut
