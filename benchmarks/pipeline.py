@@ -92,15 +92,16 @@ def start_peaks(gpu: bool, dask_worker=None) -> None:
         import cupy as cp
 
         pool = cp.get_default_memory_pool()
-    state = {"rss": 0, "gpu": 0, "stop": False, "rss_at": 0.0, "rss_managed": 0}
+    state = {"rss": 0, "gpu": 0, "stop": False, "rss_at": 0.0, "rss_held": {}}
 
     def loop():
         while not state["stop"]:
             rss = proc.memory_info().rss
             if rss > state["rss"]:
                 # when, and how much of it was results dask held (the merge's summaries, the
-                # specs): the rest is the running tasks' buffers and what the allocator keeps
-                state.update(rss=rss, rss_at=time.time(), rss_managed=dask_worker.state.nbytes)
+                # specs), by task kind: the rest is the running tasks' buffers and what the
+                # allocator keeps
+                state.update(rss=rss, rss_at=time.time(), rss_held=held_results(dask_worker))
             if pool is not None:
                 state["gpu"] = max(state["gpu"], pool.used_bytes())
             time.sleep(0.005)
@@ -111,15 +112,28 @@ def start_peaks(gpu: bool, dask_worker=None) -> None:
     threading.Thread(target=loop, daemon=True).start()
 
 
-def stop_peaks(dask_worker=None) -> tuple[int, int, list, dict[str, float], tuple[float, int]]:
+def held_results(dask_worker) -> dict[str, int]:
+    """Bytes of the results a worker holds in memory, per task kind (its own and those it
+    fetched for its tasks), largest first."""
+    held = Counter()
+    try:
+        for ts in list(dask_worker.state.tasks.values()):
+            if ts.state == "memory":
+                held[task_kind(ts.key)] += ts.nbytes or 0
+    except RuntimeError:  # the worker's event loop changed the tasks while we read them
+        return {}
+    return dict(held.most_common())
+
+
+def stop_peaks(dask_worker=None) -> tuple[int, int, list, dict[str, float], tuple[float, dict]]:
     """The worker's peaks since :func:`start_peaks`: host RSS, GPU pool bytes, its garbage
     collections, its :func:`_usage` since then (taken as the run ends, before its digest), and
-    when its RSS peaked (seconds since the epoch) with the bytes of results dask held then."""
+    when its RSS peaked (seconds since the epoch) with the results dask held then."""
     state = dask_worker.tilelabel_peaks
     state["stop"] = True
     start = state["usage"]
     usage = {k: v - start[k] for k, v in _usage().items()}
-    at = (state["rss_at"], state["rss_managed"])
+    at = (state["rss_at"], state["rss_held"])
     return state["rss"], state["gpu"], state["gc"].stop(), usage, at
 
 
@@ -563,10 +577,12 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         "digest_seconds": round(t_digest, 2),
         "peak_rss_per_worker": max(p[0] for p in peaks),
         "peak_gpu_per_worker": max(p[1] for p in peaks),
-        # every worker's host peak: [bytes, seconds into the run, bytes of results dask held
-        # then], largest first
+        # every worker's host peak: [bytes, seconds into the run, bytes of the results dask
+        # held then, those bytes by task kind], largest first
         "rss_peaks": sorted(
-            ([p[0], round(p[4][0] - t0_wall, 2), p[4][1]] for p in peaks), reverse=True
+            ([p[0], round(p[4][0] - t0_wall, 2), sum(p[4][1].values()), p[4][1]] for p in peaks),
+            key=lambda peak: peak[0],
+            reverse=True,
         ),
         # CPU seconds (user, kernel) and minor page faults of the run, all workers together
         "worker_usage": {k: round(v, 2) for k, v in usage.items()},
