@@ -1,5 +1,5 @@
-"""Dtype choices: the one place that decides between uint32 and uint64 labels, and how wide a
-chunk's per-row label counts are."""
+"""Dtype choices: the one place that decides between uint32 and uint64 labels, and how wide the
+numbering's counts and offsets are."""
 
 from __future__ import annotations
 
@@ -41,7 +41,11 @@ def row_count_dtype(row_length: int) -> np.dtype:
     lookup spec built from them, stay on the worker that labeled the chunk from the merge until
     the chunk is written: at 4096^3 on 16 workers, 32 chunks' worth per worker.
     """
-    most = (int(row_length) + 1) // 2
+    return count_dtype((int(row_length) + 1) // 2)
+
+
+def count_dtype(most: int) -> np.dtype:
+    """The narrowest unsigned dtype that holds every count from 0 to ``most``."""
     for dt in (np.uint8, np.uint16, np.uint32):
         if most <= np.iinfo(dt).max:
             return np.dtype(dt)

@@ -51,3 +51,22 @@ def test_concat_offsets_is_the_exclusive_prefix_along_the_last_axis(shapes):
     np.testing.assert_array_equal(np.concatenate(prefixes, axis=-1), excl)
     assert [p.shape for p in prefixes] == [p.shape for p in parts]
     np.testing.assert_array_equal(totals, whole.sum(axis=-1))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int64])
+def test_prefixes_are_as_narrow_as_their_totals_and_never_wrap(dtype):
+    """Row counts as narrow as dtypes.row_count_dtype, summed far past what they hold: the
+    prefixes come back in the narrowest dtype of the group's totals, and assembled offsets in
+    int64."""
+    rng = np.random.default_rng(7)
+    parts = [rng.integers(200, 256, (3, 4, 1)).astype(dtype) for _ in range(300)]
+    prefixes, totals = concat_offsets(parts)
+    assert totals.dtype == np.int64 and totals.min() > 65535  # past uint16
+    assert all(p.dtype == np.uint32 for p in prefixes)
+    whole = np.concatenate(parts, axis=-1).astype(np.int64)
+    excl = np.cumsum(whole, axis=-1) - whole
+    np.testing.assert_array_equal(np.concatenate(prefixes, axis=-1), excl)
+    big = np.full((3, 4), 2**40, np.int64)  # the level above, past uint32
+    got = assemble_offsets([prefixes[-1], big])
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, excl[..., -1] + 2**40)

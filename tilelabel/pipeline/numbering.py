@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from dask.sizeof import sizeof
 
+from tilelabel.dtypes import count_dtype
 from tilelabel.pipeline.local import Counts, key_rows, sizeof_fields
 
 
@@ -24,7 +25,9 @@ class LutSpec:
     n: int
     #: number of local labels whose first voxel lies in each row, flat (``Counts.row_counts``)
     row_counts: np.ndarray
-    #: global offset (number of roots before the row segment) of each row, flat
+    #: global offset (number of roots before the row segment) of each row, flat, less
+    #: ``row_base``: as narrow as the chunk's range of offsets allows (uint32 up to 4.3 billion
+    #: roots between its first row and its last), half of int64's bytes
     row_offset: np.ndarray
     #: local ids of border labels that are not their component's root, sorted
     demoted: np.ndarray
@@ -33,9 +36,11 @@ class LutSpec:
     border_finals: np.ndarray
     #: local ids of component roots dropped by a size filter (mapped to 0), sorted
     dropped: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    #: the smallest of the rows' global offsets
+    row_base: int = 0
 
 
-sizeof.register(LutSpec)(sizeof_fields)  # its row counts and offsets: 2.5 MiB for 512^3
+sizeof.register(LutSpec)(sizeof_fields)  # its row counts and offsets: 1.5 MiB for 512^3
 
 
 def merged_ids(counts: Counts, roots: np.ndarray) -> np.ndarray:
@@ -97,7 +102,12 @@ def concat_offsets(parts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.nd
         else:
             prefixes.append(np.cumsum(part, axis=-1, dtype=np.int64) - part + run[..., None])
             run += part.sum(axis=-1)
-    return prefixes, run
+    # No prefix exceeds the group's totals: narrowed to them, level 1's (a global row's first
+    # voxels, at most half its length: uint16 up to 131070 voxels) and level 2's (a plane's:
+    # uint32) are a quarter and a half of int64's bytes. They wait on their workers until the
+    # chunks' lookup specs are made: at 4096^3 on 16 workers, up to 214 MB per worker.
+    narrow = count_dtype(int(run.max()) if run.size else 0)
+    return [p.astype(narrow) for p in prefixes], run
 
 
 def assemble_offsets(levels: Sequence[np.ndarray]) -> np.ndarray:
@@ -106,7 +116,7 @@ def assemble_offsets(levels: Sequence[np.ndarray]) -> np.ndarray:
     ``levels[0]`` has the chunk's row shape plus a unit axis; ``levels[L]`` (L >= 1) covers the
     leading ``ndim - L`` axes and is broadcast over the rest.
     """
-    out = levels[0][..., 0].copy()
+    out = levels[0][..., 0].astype(np.int64)  # the levels are narrower (concat_offsets)
     for lev, arr in enumerate(levels[1:], start=1):
         out += arr[(Ellipsis,) + (None,) * (lev - 1)]
     return out
@@ -165,10 +175,14 @@ def lut_spec(
     finals: np.ndarray,
     dropped: np.ndarray | None = None,
 ) -> LutSpec:
+    row_offset = row_offset.reshape(-1)
+    base = int(row_offset.min()) if row_offset.size else 0
+    span = int(row_offset.max()) - base if row_offset.size else 0
     return LutSpec(
         n=counts.n,
         row_counts=counts.row_counts.reshape(-1),
-        row_offset=row_offset.reshape(-1).astype(np.int64),
+        row_offset=(row_offset - base).astype(count_dtype(span)),
+        row_base=base,
         demoted=np.sort(_demoted(counts, roots, dropped)),
         border_ids=counts.ids,
         border_finals=finals,
@@ -192,7 +206,8 @@ def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
     cum = np.empty(n + 1, np.int64)
     cum[0] = 0
     np.cumsum(is_root, dtype=np.int64, out=cum[1:])
-    lut[1:] = np.repeat(1 + spec.row_offset - cum[row_start], counts) + cum[:n]
+    offset = spec.row_offset.astype(np.int64) + (1 + spec.row_base)
+    lut[1:] = np.repeat(offset - cum[row_start], counts) + cum[:n]
     lut[spec.border_ids] = spec.border_finals
     lut[spec.dropped] = 0
     return lut
