@@ -73,6 +73,7 @@ from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 import tilelabel  # noqa: E402
 from tilelabel.config import byte_count  # noqa: E402
 from tilelabel.cores import usable_cores  # noqa: E402
+from tilelabel.kernels.backends import cuda_available  # noqa: E402
 from tilelabel.pipeline.cluster import cluster_threads, cuda_cluster  # noqa: E402
 from tilelabel.pipeline.plan import plan_for_run, plan_for_storage  # noqa: E402
 from tilelabel.pipeline.zarr_io import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
@@ -125,16 +126,16 @@ def held_results(dask_worker) -> dict[str, int]:
     return dict(held.most_common())
 
 
-def stop_peaks(dask_worker=None) -> tuple[int, int, list, dict[str, float], tuple[float, dict]]:
-    """The worker's peaks since :func:`start_peaks`: host RSS, GPU pool bytes, its garbage
-    collections, its :func:`_usage` since then (taken as the run ends, before its digest), and
-    when its RSS peaked (seconds since the epoch) with the results dask held then."""
+def stop_peaks(dask_worker=None) -> dict:
+    """The worker's peaks since :func:`start_peaks`: host RSS (``rss``), when it came
+    (``rss_at``, seconds since the epoch) and the results dask held then (``rss_held``), GPU
+    pool bytes (``gpu``), its garbage collections (``gc``), and its :func:`_usage` since then
+    (``usage``, taken as the run ends, before its digest)."""
     state = dask_worker.tilelabel_peaks
     state["stop"] = True
-    start = state["usage"]
-    usage = {k: v - start[k] for k, v in _usage().items()}
-    at = (state["rss_at"], state["rss_held"])
-    return state["rss"], state["gpu"], state["gc"].stop(), usage, at
+    usage = {k: v - state["usage"][k] for k, v in _usage().items()}
+    keep = ("rss", "rss_at", "rss_held", "gpu")
+    return {**{k: state[k] for k in keep}, "gc": state["gc"].stop(), "usage": usage}
 
 
 def _usage() -> dict[str, float]:
@@ -557,7 +558,7 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
     peaks = client.run(stop_peaks).values()
     usage = Counter()
     for p in peaks:
-        usage.update(p[3])
+        usage.update(p["usage"])
     # outside the timed run: every tilelabel output is checked against the others
     t_digest = time.perf_counter()
     digest = output_digest(dst, client) if method.startswith("tilelabel") and args.digest else None
@@ -569,18 +570,26 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
     encoded = dict(encoded)
     steps = {k: round(v, 3) for k, v in steps.items()}
     info = client.scheduler_info()["workers"]
-    workers_gc = [p for peak in peaks for p in peak[2]]
+    workers_gc = [p for peak in peaks for p in peak["gc"]]
     row = {
         "seconds": seconds,
         "components": n,
         "digest": digest,
         "digest_seconds": round(t_digest, 2),
-        "peak_rss_per_worker": max(p[0] for p in peaks),
-        "peak_gpu_per_worker": max(p[1] for p in peaks),
+        "peak_rss_per_worker": max(p["rss"] for p in peaks),
+        "peak_gpu_per_worker": max(p["gpu"] for p in peaks),
         # every worker's host peak: [bytes, seconds into the run, bytes of the results dask
         # held then, those bytes by task kind], largest first
         "rss_peaks": sorted(
-            ([p[0], round(p[4][0] - t0_wall, 2), sum(p[4][1].values()), p[4][1]] for p in peaks),
+            (
+                [
+                    p["rss"],
+                    round(p["rss_at"] - t0_wall, 2),
+                    sum(p["rss_held"].values()),
+                    p["rss_held"],
+                ]
+                for p in peaks
+            ),
             key=lambda peak: peak[0],
             reverse=True,
         ),
@@ -797,21 +806,20 @@ def main() -> None:
         print(json.dumps(run_method(*args.child, args)), flush=True)
         return
 
+    gpu = cuda_available()
     device = "cpu only"
-    try:
+    if gpu:
         import cupy as cp
 
         props = cp.cuda.runtime.getDeviceProperties(0)
         device = f"{props['name'].decode()} x{cp.cuda.runtime.getDeviceCount()}"
-    except Exception:
-        pass
     if args.methods is None:
         args.methods = [
             m
             for m in ["copy", "copy-gpu", "tilelabel-gpu", "tilelabel-cpu", "dask-image"]
-            if device != "cpu only" or not is_gpu(m)
+            if gpu or not is_gpu(m)
         ]
-    elif device == "cpu only" and any(map(is_gpu, args.methods)):
+    elif not gpu and any(map(is_gpu, args.methods)):
         p.error(
             f"GPU methods ({', '.join(filter(is_gpu, args.methods))}) need a GPU, and CuPy "
             "finds none; leave them out of --methods"

@@ -19,7 +19,7 @@ from typing import Any
 #: The default input budget, in bytes per voxel of the run's largest chunk: as many bytes as that
 #: chunk's uint32 labels, which hold the bits of 32 chunks. Memory per worker stays bounded by the
 #: chunk size, and a worker keeps every chunk it labels up to 32 of them. Where a worker labels
-#: 32 chunks of 512^3 or more, the full budget is its peak's only rise over a smaller volume's:
+#: 32 chunks of 512^3 or more, the full budget is its GPU peak's only rise over a smaller volume's:
 #: 2.04 GiB of GPU memory per worker at 4096^3 with 16 workers and at 2048^3 with 2, against
 #: 1.54-1.63 GiB at 2048^3 with 16 or without kept input; without it the 2-worker run took
 #: 27.3 s instead of 21.3 (one H100, 2026-11-24, benchmarks/RESULTS.md).
