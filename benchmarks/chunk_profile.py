@@ -99,7 +99,7 @@ def identity_spec(n: int) -> numbering.LutSpec:
     """A LUT spec that maps local label i to i (the numbering's cost without a merge)."""
     none = np.empty(0, np.int64)
     one_row = np.array([n], np.int64)  # every label's first voxel in one row, at offset 0
-    return numbering.LutSpec(n, one_row, np.zeros(1, np.int64), none, none, none)
+    return numbering.LutSpec.of(n, one_row, np.zeros(1, np.int64), none, none, none)
 
 
 def profile_backend(backend: str, plan, source: ZarrSource, target: ZarrTarget, args) -> list:

@@ -36,7 +36,7 @@ def test_a_lookup_spec_counts_its_arrays():
     offsets = np.zeros(counts.row_counts.shape, np.int64)
     finals = np.arange(1, counts.ids.size + 1)
     spec = numbering.lut_spec(counts, roots, offsets, finals)
-    assert sizeof(spec) >= spec.row_counts.nbytes + spec.row_offset.nbytes + finals.nbytes
+    assert sizeof(spec) >= spec.row_counts.nbytes + spec.row_step.nbytes + finals.nbytes
 
 
 def test_the_scheduler_learns_a_summary_s_size_from_the_worker_that_made_it():

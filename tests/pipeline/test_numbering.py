@@ -3,7 +3,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tilelabel.pipeline.numbering import assemble_offsets, concat_offsets
+from tilelabel.pipeline.numbering import LutSpec, assemble_offsets, build_lut, concat_offsets
 
 
 def test_grouped_prefix_equals_flat_cumsum():
@@ -70,3 +70,25 @@ def test_prefixes_are_as_narrow_as_their_totals_and_never_wrap(dtype):
     got = assemble_offsets([prefixes[-1], big])
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, excl[..., -1] + 2**40)
+
+
+def test_a_spec_keeps_row_offsets_as_narrow_steps_within_planes():
+    """Offsets of 4 planes of 5 rows, planes 2**40 apart (past uint32), rows at most 300 apart:
+    steps of uint16, plane bases of int64, and the offsets and the lookup table exact."""
+    rng = np.random.default_rng(3)
+    steps = rng.integers(0, 301, (4, 5))
+    offsets = np.cumsum(steps, axis=1) + (np.arange(4) * 2**40)[:, None]
+    row_counts = rng.integers(0, 3, 20).astype(np.uint16)
+    n = int(row_counts.sum())
+    none = np.empty(0, np.int64)
+    spec = LutSpec.of(n, row_counts, offsets, none, none, none)
+    assert spec.row_step.dtype == np.uint16 and spec.row_step.shape == (4, 5)
+    assert spec.plane_base.dtype == np.int64
+    np.testing.assert_array_equal(spec.row_offsets(), offsets.reshape(-1))
+    # every label is a root: row r's labels are numbered 1 + its offset + 0, 1, ...
+    pairs = zip(offsets.reshape(-1), row_counts, strict=True)
+    want = [0] + [1 + o + i for o, c in pairs for i in range(c)]
+    np.testing.assert_array_equal(build_lut(spec, np.uint64), np.array(want, np.uint64))
+    flat = LutSpec.of(n, row_counts, offsets.reshape(-1), none, none, none)  # one plane
+    assert flat.row_step.dtype == np.uint64
+    np.testing.assert_array_equal(flat.row_offsets(), offsets.reshape(-1))

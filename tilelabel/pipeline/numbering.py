@@ -25,10 +25,11 @@ class LutSpec:
     n: int
     #: number of local labels whose first voxel lies in each row, flat (``Counts.row_counts``)
     row_counts: np.ndarray
-    #: global offset (number of roots before the row segment) of each row, flat, less
-    #: ``row_base``: as narrow as the chunk's range of offsets allows (uint32 up to 4.3 billion
-    #: roots between its first row and its last), half of int64's bytes
-    row_offset: np.ndarray
+    #: global offset (number of roots before the row segment) of each row, coded as the step
+    #: from the row before it in the same plane (0 for a plane's first row), one plane per
+    #: row of this array: a step is at most a global row's roots, so uint16 wherever rows are
+    #: up to 131070 voxels long, where the offsets themselves need uint32 or more
+    row_step: np.ndarray
     #: local ids of border labels that are not their component's root, sorted
     demoted: np.ndarray
     #: local ids of all border labels and their final global labels
@@ -36,8 +37,40 @@ class LutSpec:
     border_finals: np.ndarray
     #: local ids of component roots dropped by a size filter (mapped to 0), sorted
     dropped: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    #: the smallest of the rows' global offsets
-    row_base: int = 0
+    #: the global offset of each plane's first row
+    plane_base: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+
+    @classmethod
+    def of(
+        cls,
+        n: int,
+        row_counts: np.ndarray,
+        row_offset: np.ndarray,
+        demoted: np.ndarray,
+        border_ids: np.ndarray,
+        border_finals: np.ndarray,
+        dropped: np.ndarray | None = None,
+    ) -> LutSpec:
+        """A spec from plain row offsets (shaped like the chunk's rows, or flat: one plane)."""
+        planes = row_offset.reshape(-1, row_offset.shape[-1] if row_offset.ndim else 1)
+        planes = planes.astype(np.int64, copy=False)
+        steps = np.diff(planes, axis=1, prepend=planes[:, :1])
+        return cls(
+            n=n,
+            row_counts=row_counts.reshape(-1),
+            row_step=steps.astype(count_dtype(int(steps.max()) if steps.size else 0)),
+            demoted=demoted,
+            border_ids=border_ids,
+            border_finals=border_finals,
+            dropped=np.empty(0, np.int64) if dropped is None else dropped,
+            plane_base=planes[:, 0].copy(),
+        )
+
+    def row_offsets(self) -> np.ndarray:
+        """The rows' global offsets, flat, int64."""
+        offsets = np.cumsum(self.row_step, axis=1, dtype=np.int64)
+        offsets += self.plane_base[:, None]
+        return offsets.reshape(-1)
 
 
 sizeof.register(LutSpec)(sizeof_fields)  # its row counts and offsets: 1.5 MiB for 512^3
@@ -175,18 +208,14 @@ def lut_spec(
     finals: np.ndarray,
     dropped: np.ndarray | None = None,
 ) -> LutSpec:
-    row_offset = row_offset.reshape(-1)
-    base = int(row_offset.min()) if row_offset.size else 0
-    span = int(row_offset.max()) - base if row_offset.size else 0
-    return LutSpec(
-        n=counts.n,
-        row_counts=counts.row_counts.reshape(-1),
-        row_offset=(row_offset - base).astype(count_dtype(span)),
-        row_base=base,
-        demoted=np.sort(_demoted(counts, roots, dropped)),
-        border_ids=counts.ids,
-        border_finals=finals,
-        dropped=np.empty(0, np.int64) if dropped is None else dropped,
+    return LutSpec.of(
+        counts.n,
+        counts.row_counts,
+        row_offset,
+        np.sort(_demoted(counts, roots, dropped)),
+        counts.ids,
+        finals,
+        dropped,
     )
 
 
@@ -206,7 +235,7 @@ def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
     cum = np.empty(n + 1, np.int64)
     cum[0] = 0
     np.cumsum(is_root, dtype=np.int64, out=cum[1:])
-    offset = spec.row_offset.astype(np.int64) + (1 + spec.row_base)
+    offset = spec.row_offsets() + 1
     lut[1:] = np.repeat(offset - cum[row_start], counts) + cum[:n]
     lut[spec.border_ids] = spec.border_finals
     lut[spec.dropped] = 0
