@@ -214,6 +214,45 @@ def test_borders_are_freed_by_their_pairs_not_at_the_count(tmp_path, client):
     np.testing.assert_array_equal(out, expected(img, 26)[0])
 
 
+class WhereDone(SchedulerPlugin):
+    """The worker of every task that finished: (the key's layer name, its chunk index, worker)."""
+
+    name = "tilelabel-test-where-done"
+
+    def __init__(self):
+        self.done = []
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if start == "processing" and finish == "memory" and isinstance(key, tuple):
+            self.done.append((key[0], key[1:], kwargs.get("worker")))
+
+
+def test_each_spec_is_made_where_its_chunk_was_labeled(tmp_path, client):
+    """Left to dask, a spec ran where its largest input was, the prefix sums of its chunk row,
+    and waited there for its write: one worker held many. Placed, each is made on the worker
+    that labeled its chunk (which holds the chunk's counts)."""
+    img = random_volume((32, 32, 32), 0.3, seed=6)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    client.register_plugin(WhereDone())
+    try:
+        tilelabel.label_zarr(
+            src, str(tmp_path / "out.zarr"), client=client, chunks=(8, 8, 8), keep_input=False
+        )
+        done = client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.plugins[WhereDone.name].done
+        )
+    finally:
+        client.unregister_scheduler_plugin(WhereDone.name)
+    by_kind = {}
+    for name, idx, worker in done:
+        by_kind.setdefault(name.split("-")[1], {})[idx] = worker
+    assert len(by_kind["spec"]) == len(by_kind["counts"]) == 64
+    assert len(set(by_kind["counts"].values())) > 1  # the chunks were spread
+    assert by_kind["spec"] == by_kind["counts"]
+    out = zarr.open_array(str(tmp_path / "out.zarr"))[...]
+    np.testing.assert_array_equal(out, expected(img, 26)[0])
+
+
 def test_result_reports_every_phase_in_order(tmp_path, client):
     img = random_volume((24, 24, 24), 0.3, seed=3)
     src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))

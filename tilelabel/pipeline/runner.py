@@ -31,7 +31,7 @@ from tilelabel import connectivity as conn_mod
 from tilelabel._version import __version__
 from tilelabel.dtypes import label_dtype
 from tilelabel.kernels.backends import get_backend, resolve_backend
-from tilelabel.pipeline import encoders, heap, keep, ome, room, zarr_io
+from tilelabel.pipeline import encoders, heap, keep, ome, placement, room, zarr_io
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.cluster import (
     check_workers_per_gpu,
@@ -365,9 +365,9 @@ def label_zarr(
         try:
             idxs = list(plan.indices())
             # phase 1 is persisted on its own, so that its bar counts chunks; phase 2 is submitted
-            # at once after it and finds the summaries' keys there instead of recomputing them. The
-            # scheduler runs the earlier submission first, so border pairs of finished neighbours
-            # fill the threads that the last chunks of phase 1 leave idle.
+            # at once after it and finds the summaries' keys there instead of recomputing them.
+            # The scheduler runs the earlier submission first, so border pairs of finished
+            # neighbours fill the threads that the last chunks of phase 1 leave idle.
             per = [(*graph.summary_keys[i], *([graph.stats_keys[i]] if opts else [])) for i in idxs]
             persisted = c.persist(
                 [graph.delayed(key) for keys in per for key in keys], optimize_graph=False
@@ -389,6 +389,7 @@ def label_zarr(
             # reaches the scheduler after the graph: one ordered stream, handled in order.
             width = len(per[0])
             summaries = [p for j, p in enumerate(persisted) if j % width]  # counts (and stats)
+            counts = persisted[1::width]
             del persisted
             t_phase = time.perf_counter()
             # opening, planning, the GPU check and building and submitting the graph
@@ -396,6 +397,13 @@ def label_zarr(
             _wait(c, futures_of(summaries[:: width - 1]), "labeling", progress)
             phases["labeling"] = time.perf_counter() - t_phase
             t_phase = time.perf_counter()
+            # every chunk's lookup spec is made, and waits for its write, on the worker that
+            # labeled the chunk (the specs wait for their inputs: the merge has just begun)
+            placed = placement.beside(
+                c, {graph.spec_keys[idx]: f for idx, f in zip(idxs, counts, strict=True)}
+            )
+            log.debug("%d of %d lookup specs placed beside their chunks", placed, len(idxs))
+            del counts
             holder = {}  # chunk index -> the worker that kept its labels or input
             if keeping:  # asked while the merge runs: every summary, so every keep, is done
                 for worker, held in c.run(keep.held, graph.token).items():
