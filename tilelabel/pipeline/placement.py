@@ -1,12 +1,21 @@
-"""Where a run's merge results wait: each chunk's lookup spec on the worker that labeled it.
+"""Where and in which order a run's tasks go, so that what waits on the workers stays small.
 
-dask runs a task where most of its inputs' bytes are. A chunk's spec reads its counts (on the
-worker that labeled the chunk) and its share of the prefix sums, whose largest piece (a
-chunk row's plane prefixes) lives on the worker of that row's prefix task: at 4096^3 on 16
-workers, one worker made 82 of the 512 specs and held them, 230 MB, until their writes
-(H100, 2026-11-24). A spec then waits for the chunk's write, which goes to the worker that
-labeled the chunk. Made there, every worker holds the specs of its own chunks alone: 22-45 MB
-per worker at 4096^3 (H100, 2026-11-24).
+*Order*: chunks are labeled in raster order of the chunk grid, and merge tasks run before the
+chunks still to label. A chunk's faces wait on its worker until its border pairs are done, and
+those need its forward neighbours, the next slab's among them. Left to dask's own order, the
+labeling pass jumped about the grid (a corner chunk first, then another), and a worker held
+150-200 MB of results by the end of the pass at 4096^3 on 16 workers, most of them faces
+(6.5 MB per 512^3 chunk), growing with the volume. In raster order the waiting faces are about
+a slab of chunks across all workers: a worker held at most 126 MB in that pass, counts included
+(H100, 2026-11-24).
+
+*Place*: each chunk's lookup spec is made on the worker that labeled the chunk. dask runs a
+task where most of its inputs' bytes are. A spec reads its chunk's counts (on the worker that
+labeled the chunk) and its share of the prefix sums, whose largest piece (a chunk row's plane
+prefixes) lives on the worker of that row's prefix task: at 4096^3 on 16 workers, one worker
+made 82 of the 512 specs and held them, 230 MB, until their writes (H100, 2026-11-24). A spec
+then waits for its chunk's write, which goes to the worker that labeled the chunk. Made there,
+every worker holds the specs of its own chunks alone: 22-45 MB per worker at 4096^3.
 """
 
 from __future__ import annotations
@@ -16,6 +25,18 @@ from collections.abc import Mapping
 from distributed import Client, Future
 
 Key = str | tuple
+
+
+def raster_priority(grid: tuple[int, ...], key: Key) -> int:
+    """dask priority of a labeling task (a chunk's key: name, then its grid index): below
+    every merge task (0) and the earlier in raster order the higher. A ``dask.annotate``
+    callable, called by the scheduler for each key of the submission."""
+    if not isinstance(key, tuple) or len(key) != 1 + len(grid):
+        return 0
+    ordinal = 0
+    for i, n in zip(key[1:], grid, strict=True):
+        ordinal = ordinal * n + i
+    return -1 - ordinal
 
 
 def _restrict(where: Mapping[Key, str], dask_scheduler=None) -> int:

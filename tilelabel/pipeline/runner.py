@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import dask
 import numpy as np
 from distributed import Client, Future, as_completed, futures_of
 
@@ -366,12 +367,13 @@ def label_zarr(
             idxs = list(plan.indices())
             # phase 1 is persisted on its own, so that its bar counts chunks; phase 2 is submitted
             # at once after it and finds the summaries' keys there instead of recomputing them.
-            # The scheduler runs the earlier submission first, so border pairs of finished
-            # neighbours fill the threads that the last chunks of phase 1 leave idle.
+            # Chunks are labeled in raster order, and every merge task that is ready runs before
+            # the chunks still to label (see placement).
             per = [(*graph.summary_keys[i], *([graph.stats_keys[i]] if opts else [])) for i in idxs]
-            persisted = c.persist(
-                [graph.delayed(key) for keys in per for key in keys], optimize_graph=False
-            )
+            with dask.annotate(priority=functools.partial(placement.raster_priority, plan.grid)):
+                persisted = c.persist(
+                    [graph.delayed(key) for keys in per for key in keys], optimize_graph=False
+                )
             # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
             # optimizing them as separate collections would rename those shared keys
             tables = [graph.delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
