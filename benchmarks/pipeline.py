@@ -93,11 +93,15 @@ def start_peaks(gpu: bool, dask_worker=None) -> None:
         import cupy as cp
 
         pool = cp.get_default_memory_pool()
-    state = {"rss": 0, "gpu": 0, "stop": False, "rss_at": 0.0, "rss_held": {}}
+    # trace: per whole second since the epoch, [the second's highest RSS, results held then]
+    state = {"rss": 0, "gpu": 0, "stop": False, "rss_at": 0.0, "rss_held": {}, "trace": {}}
 
     def loop():
         while not state["stop"]:
             rss = proc.memory_info().rss
+            second = state["trace"].setdefault(int(time.time()), [0, 0])
+            if rss > second[0]:
+                second[:] = rss, sum(held_results(dask_worker).values())
             if rss > state["rss"]:
                 # when, and how much of it was results dask held (the merge's summaries, the
                 # specs), by task kind: the rest is the running tasks' buffers and what the
@@ -129,12 +133,13 @@ def held_results(dask_worker) -> dict[str, int]:
 def stop_peaks(dask_worker=None) -> dict:
     """The worker's peaks since :func:`start_peaks`: host RSS (``rss``), when it came
     (``rss_at``, seconds since the epoch) and the results dask held then (``rss_held``), GPU
-    pool bytes (``gpu``), its garbage collections (``gc``), and its :func:`_usage` since then
-    (``usage``, taken as the run ends, before its digest)."""
+    pool bytes (``gpu``), each second's RSS peak (``trace``), its garbage collections
+    (``gc``), and its :func:`_usage` since then (``usage``, taken as the run ends, before its
+    digest)."""
     state = dask_worker.tilelabel_peaks
     state["stop"] = True
     usage = {k: v - state["usage"][k] for k, v in _usage().items()}
-    keep = ("rss", "rss_at", "rss_held", "gpu")
+    keep = ("rss", "rss_at", "rss_held", "gpu", "trace")
     return {**{k: state[k] for k in keep}, "gc": state["gc"].stop(), "usage": usage}
 
 
@@ -571,6 +576,7 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
     steps = {k: round(v, 3) for k, v in steps.items()}
     info = client.scheduler_info()["workers"]
     workers_gc = [p for peak in peaks for p in peak["gc"]]
+    peaks = sorted(peaks, key=lambda p: p["rss"], reverse=True)
     row = {
         "seconds": seconds,
         "components": n,
@@ -580,19 +586,16 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         "peak_gpu_per_worker": max(p["gpu"] for p in peaks),
         # every worker's host peak: [bytes, seconds into the run, bytes of the results dask
         # held then, those bytes by task kind], largest first
-        "rss_peaks": sorted(
-            (
-                [
-                    p["rss"],
-                    round(p["rss_at"] - t0_wall, 2),
-                    sum(p["rss_held"].values()),
-                    p["rss_held"],
-                ]
-                for p in peaks
-            ),
-            key=lambda peak: peak[0],
-            reverse=True,
-        ),
+        "rss_peaks": [
+            [p["rss"], round(p["rss_at"] - t0_wall, 2), sum(p["rss_held"].values()), p["rss_held"]]
+            for p in peaks
+        ],
+        # the same workers' RSS over the run: [whole second into it, that second's highest
+        # RSS, results held then], to tell a peak that rises chunk after chunk from the
+        # highest of many like ones
+        "rss_traces": [
+            [[int(t - t0_wall), *v] for t, v in sorted(p["trace"].items())] for p in peaks
+        ],
         # CPU seconds (user, kernel) and minor page faults of the run, all workers together
         "worker_usage": {k: round(v, 2) for k, v in usage.items()},
         "workers": len(info),
