@@ -3,8 +3,8 @@
 *Order*: chunks are labeled in raster order of the chunk grid, and merge tasks run before the
 chunks still to label. A chunk's faces wait on its worker until its border pairs are done, and
 those need its forward neighbours, the next slab's among them. Left to dask's own order, the
-labeling pass jumped about the grid (a corner chunk first, then another), and a worker held
-150-200 MB of results by the end of the pass at 4096^3 on 16 workers, most of them faces
+labeling pass jumped about the grid (a corner chunk first, then another), and a worker held up
+to 222 MB of results by the end of the pass at 4096^3 on 16 workers, most of them faces
 (6.5 MB per 512^3 chunk), growing with the volume. In raster order the waiting faces are about
 a slab of chunks across all workers: a worker held at most 126 MB in that pass, counts included
 (H100, 2026-11-24).
