@@ -177,6 +177,26 @@ def test_chunk_shares_of_the_merge_are_not_root_tasks(tmp_path, client):
     assert not any(client.run_on_scheduler(rootish, shares))
 
 
+def label_watched(client, plugin: SchedulerPlugin, attr: str, tmp_path, img, **kwargs):
+    """label_zarr of ``img`` in 8^3 chunks with ``plugin`` on the scheduler; returns the
+    plugin's ``attr`` after the run, and checks the output against scipy."""
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    name = plugin.name
+    client.register_plugin(plugin)
+    try:
+        tilelabel.label_zarr(
+            src, str(tmp_path / "out.zarr"), client=client, chunks=(8, 8, 8), **kwargs
+        )
+        seen = client.run_on_scheduler(
+            lambda dask_scheduler: getattr(dask_scheduler.plugins[name], attr)
+        )
+    finally:
+        client.unregister_scheduler_plugin(name)
+    out = zarr.open_array(str(tmp_path / "out.zarr"))[...]
+    np.testing.assert_array_equal(out, expected(img, 26)[0])
+    return seen
+
+
 class TransitionLog(SchedulerPlugin):
     """Every task transition on the scheduler, in order: (the key's layer name, from, to)."""
 
@@ -195,23 +215,13 @@ def test_borders_are_freed_by_their_pairs_not_at_the_count(tmp_path, client):
     read it are done; held until the count was known, every chunk's faces were on the workers
     at once (the host peak per worker grew with the volume)."""
     img = random_volume((32, 32, 32), 0.3, seed=5)
-    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
-    client.register_plugin(TransitionLog())
-    try:
-        tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client, chunks=(8, 8, 8))
-        log = client.run_on_scheduler(
-            lambda dask_scheduler: dask_scheduler.plugins[TransitionLog.name].log
-        )
-    finally:
-        client.unregister_scheduler_plugin(TransitionLog.name)
+    log = label_watched(client, TransitionLog(), "log", tmp_path, img)
     counted = next(
         i for i, (n, _, to) in enumerate(log) if n.startswith("tilelabel-count-") and to == "memory"
     )
     borders = [(i, a, b) for i, (n, a, b) in enumerate(log) if n.startswith("tilelabel-borders-")]
     assert sum(b == "memory" for _, _, b in borders) == 64  # one per chunk, none made twice
     assert sum(a == "memory" and i < counted for i, a, _ in borders) == 64
-    out = zarr.open_array(str(tmp_path / "out.zarr"))[...]
-    np.testing.assert_array_equal(out, expected(img, 26)[0])
 
 
 class WhereDone(SchedulerPlugin):
@@ -232,25 +242,13 @@ def test_each_spec_is_made_where_its_chunk_was_labeled(tmp_path, client):
     and waited there for its write: one worker held many. Placed, each is made on the worker
     that labeled its chunk (which holds the chunk's counts)."""
     img = random_volume((32, 32, 32), 0.3, seed=6)
-    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
-    client.register_plugin(WhereDone())
-    try:
-        tilelabel.label_zarr(
-            src, str(tmp_path / "out.zarr"), client=client, chunks=(8, 8, 8), keep_input=False
-        )
-        done = client.run_on_scheduler(
-            lambda dask_scheduler: dask_scheduler.plugins[WhereDone.name].done
-        )
-    finally:
-        client.unregister_scheduler_plugin(WhereDone.name)
+    done = label_watched(client, WhereDone(), "done", tmp_path, img, keep_input=False)
     by_kind = {}
     for name, idx, worker in done:
         by_kind.setdefault(name.split("-")[1], {})[idx] = worker
     assert len(by_kind["spec"]) == len(by_kind["counts"]) == 64
     assert len(set(by_kind["counts"].values())) > 1  # the chunks were spread
     assert by_kind["spec"] == by_kind["counts"]
-    out = zarr.open_array(str(tmp_path / "out.zarr"))[...]
-    np.testing.assert_array_equal(out, expected(img, 26)[0])
 
 
 class MostHeld(SchedulerPlugin):
@@ -277,18 +275,8 @@ def test_faces_wait_for_about_a_slab_of_chunks_not_for_the_whole_pass(tmp_path, 
     6^3 grid, a chunk waits for the one 6 * 6 + 6 + 1 = 43 places after it. In dask's own
     order, 95-97 of the 216 were held at once."""
     img = random_volume((48, 48, 48), 0.3, seed=8)
-    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
-    client.register_plugin(MostHeld())
-    try:
-        tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client, chunks=(8, 8, 8))
-        most = client.run_on_scheduler(
-            lambda dask_scheduler: dask_scheduler.plugins[MostHeld.name].most
-        )
-    finally:
-        client.unregister_scheduler_plugin(MostHeld.name)
+    most = label_watched(client, MostHeld(), "most", tmp_path, img)
     assert most["borders"] <= 43 + 12, most  # 47-48 seen; 95-97 in dask's own order
-    out = zarr.open_array(str(tmp_path / "out.zarr"))[...]
-    np.testing.assert_array_equal(out, expected(img, 26)[0])
 
 
 def test_result_reports_every_phase_in_order(tmp_path, client):
