@@ -100,13 +100,14 @@ def start_peaks(gpu: bool, dask_worker=None) -> None:
         while not state["stop"]:
             rss = proc.memory_info().rss
             second = state["trace"].setdefault(int(time.time()), [0, 0])
-            if rss > second[0]:
-                second[:] = rss, sum(held_results(dask_worker).values())
-            if rss > state["rss"]:
-                # when, and how much of it was results dask held (the merge's summaries, the
-                # specs), by task kind: the rest is the running tasks' buffers and what the
-                # allocator keeps
-                state.update(rss=rss, rss_at=time.time(), rss_held=held_results(dask_worker))
+            if rss > second[0]:  # a new peak of this second, and perhaps of the run
+                held = held_results(dask_worker)
+                second[:] = rss, sum(held.values())
+                if rss > state["rss"]:
+                    # when, and how much of it was results dask held (the merge's summaries,
+                    # the specs), by task kind: the rest is the running tasks' buffers and what
+                    # the allocator keeps
+                    state.update(rss=rss, rss_at=time.time(), rss_held=held)
             if pool is not None:
                 state["gpu"] = max(state["gpu"], pool.used_bytes())
             time.sleep(0.005)

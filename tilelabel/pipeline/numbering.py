@@ -235,7 +235,8 @@ def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
     cum = np.empty(n + 1, np.int64)
     cum[0] = 0
     np.cumsum(is_root, dtype=np.int64, out=cum[1:])
-    offset = spec.row_offsets() + 1
+    offset = spec.row_offsets()
+    offset += 1
     lut[1:] = np.repeat(offset - cum[row_start], counts) + cum[:n]
     lut[spec.border_ids] = spec.border_finals
     lut[spec.dropped] = 0

@@ -21,8 +21,9 @@ every worker holds the specs of its own chunks alone: 22-45 MB per worker at 409
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from distributed import Client, Future
+from distributed import Client
 
 Key = str | tuple
 
@@ -55,10 +56,11 @@ def _restrict(where: Mapping[Key, str], dask_scheduler=None) -> int:
     return placed
 
 
-def beside(client: Client, tasks: Mapping[Key, Future]) -> int:
+def beside(client: Client, tasks: Mapping[Key, Any]) -> int:
     """Run each task of ``tasks`` (keys of submitted tasks) on the worker that holds the result
-    of its future, where that task has not started yet and the worker still runs; returns how
-    many were placed. A placement only: a task that started before it runs where it was put."""
+    of its value (a future, or a persisted collection of one key), where that task has not
+    started yet and the worker still runs; returns how many were placed. A placement only: a
+    task that started before it runs where it was put."""
     held = client.who_has(list(tasks.values()))
     where = {key: held[fut.key][0] for key, fut in tasks.items() if held.get(fut.key)}
     return client.run_on_scheduler(_restrict, where) if where else 0

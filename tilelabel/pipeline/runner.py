@@ -396,7 +396,7 @@ def label_zarr(
             t_phase = time.perf_counter()
             # opening, planning, the GPU check and building and submitting the graph
             phases: dict[str, float] = {"starting": t_phase - start}
-            _wait(c, futures_of(summaries[:: width - 1]), "labeling", progress)
+            _wait(c, futures_of(counts), "labeling", progress)
             phases["labeling"] = time.perf_counter() - t_phase
             t_phase = time.perf_counter()
             # every chunk's lookup spec is made, and waits for its write, on the worker that
