@@ -1,4 +1,4 @@
-"""The border merge on its own: contacts, pairs and resolve against scipy on the whole volume."""
+"""Where chunks touch: contacts, border pairs and the faces each border label touches."""
 
 from __future__ import annotations
 
@@ -6,66 +6,9 @@ import itertools
 
 import numpy as np
 import pytest
-from scipy import ndimage
 
-from tilelabel.connectivity import structure
 from tilelabel.pipeline import merge
 from tilelabel.pipeline.local import summarize
-from tilelabel.pipeline.plan import forward_steps, plan_for_storage
-from tilelabel.synth import random_volume
-
-
-def merged_roots(img: np.ndarray, chunks: tuple[int, ...], conn: int):
-    """Summaries of every chunk, then pairs and resolve as the pipeline's graph runs them."""
-    plan = plan_for_storage(img.shape, (1,) * img.ndim, chunks)
-    idxs = list(plan.indices())
-    summaries = {}
-    for idx in idxs:
-        open_faces = tuple((idx[a] > 0, idx[a] < plan.grid[a] - 1) for a in range(img.ndim))
-        summaries[idx] = summarize(
-            img[plan.slices(idx)],
-            str(idx),
-            plan.offset(idx),
-            img.shape,
-            open_faces,
-            "cpu",
-            conn,
-            None,
-        )
-    ordinal = {idx: i for i, idx in enumerate(idxs)}
-    pairs = []
-    for idx in idxs:
-        nbs = [(s, nb) for s in forward_steps(img.ndim) if (nb := plan.neighbour(idx, s))]
-        contacts = [
-            (s, merge.contact(summaries[nb][0], s, high=False), ordinal[nb]) for s, nb in nbs
-        ]
-        pairs.append(merge.chunk_pairs(summaries[idx][0], ordinal[idx], contacts, conn))
-    keys = [summaries[idx][1].keys for idx in idxs]
-    return keys, merge.resolve(pairs, *keys), pairs
-
-
-@pytest.mark.parametrize(
-    "shape, chunks, conn",
-    [
-        ((24, 20, 18), (8, 10, 9), 26),
-        ((24, 20, 18), (8, 10, 9), 18),
-        ((24, 20, 18), (8, 5, 6), 6),
-        ((40, 36), (10, 12), 8),
-        ((40, 36), (7, 12), 4),
-    ],
-)
-def test_roots_are_the_first_voxels_of_the_whole_volumes_components(shape, chunks, conn):
-    for density in (0.3, 0.6):
-        img = random_volume(shape, density, 1, seed=sum(shape) + int(density * 10))
-        ref, _ = ndimage.label(img, structure(img.ndim, conn))
-        flat = ref.reshape(-1)
-        labels, first = np.unique(flat, return_index=True)
-        first_of = dict(zip(labels.tolist(), first.tolist(), strict=True))
-        keys, roots, _ = merged_roots(img, chunks, conn)
-        assert sum(k.size for k in keys) > 0
-        for k, r in zip(keys, roots, strict=True):
-            expected = np.array([first_of[flat[key]] for key in k], np.int64)
-            np.testing.assert_array_equal(r, expected)
 
 
 def test_contact_names_border_labels_by_position():
@@ -90,19 +33,28 @@ def test_contact_names_border_labels_by_position():
     )
     np.testing.assert_array_equal(pairs, [[0, 1 << merge.POSITION_BITS]])
     assert merge.chunk_pairs(left[0], 0, [((0, 1), np.zeros(4, np.uint32), 1)], 8).size == 0
-    roots = merge.resolve([pairs], left[1].keys, right[1].keys)
-    # keys: (1, 2) -> 8 on the left, (0, 3) -> 3 on the right; the smaller is the root of both
-    assert left[1].keys.tolist() == [8] and right[1].keys.tolist() == [3]
-    assert roots[0].tolist() == [3] and roots[1].tolist() == [3]
+    # the only open faces: the left chunk's high side, the right chunk's low side (axis 1)
+    assert merge.face_mask(left[0]).tolist() == [1 << 3]
+    assert merge.face_mask(right[0]).tolist() == [1 << 2]
 
 
-def test_pairs_given_twice_resolve_the_same():
-    img = np.ones((6, 6, 6), np.uint8)  # one component through every face, edge and corner
-    keys, roots, pairs = merged_roots(img, (3, 3, 3), 26)
-    assert all(np.all(r == 0) for r in roots)  # the root is voxel 0 for every chunk
-    again = merge.resolve(pairs + pairs, *keys)
-    for r, a in zip(roots, again, strict=True):
-        np.testing.assert_array_equal(r, a)
+def test_face_mask_marks_every_open_face_a_label_touches():
+    img = np.zeros((5, 5, 5), np.uint8)
+    img[0, 0, :] = 1  # a row along two faces (low z, low y) and across low and high x
+    img[2, 2, 2] = 1  # inside: no border label
+    img[4, 1:4, 4] = 1  # on the high z and high x faces
+    every = ((True, True),) * 3
+    borders, _ = summarize(img, "c", (5, 5, 5), (15, 15, 15), every, "cpu", 26, None)
+    assert borders.ids.size == 2
+    bits = dict(zip(borders.ids.tolist(), merge.face_mask(borders).tolist(), strict=True))
+    # label 1: the row (z 0, y 0): low z (bit 0), low y (bit 2), low and high x (bits 4, 5)
+    assert bits[1] == 0b110101
+    # label 3: z 4 (bit 1), x 4 (bit 5); y 1..3 touches neither y face
+    assert bits[3] == 0b100010
+    some = ((False, True), (False, False), (True, False))  # high z and low x open only
+    borders, _ = summarize(img, "c", (5, 5, 5), (15, 15, 15), some, "cpu", 26, None)
+    bits = dict(zip(borders.ids.tolist(), merge.face_mask(borders).tolist(), strict=True))
+    assert bits == {1: 1 << 4, 3: 1 << 1}
 
 
 def _pairs_by_pass(a, b, shift):

@@ -1,4 +1,4 @@
-"""The pipeline's task graph: summaries -> contacts -> pairs -> resolve -> numbering -> specs.
+"""The pipeline's task graph: summaries -> contacts -> pairs -> merge tree -> numbering -> specs.
 
 The graph is written as plain task dicts, a few layers per phase whatever the number of chunks
 (one ``dask.delayed`` call per chunk would add a layer per call and make building and culling the
@@ -25,6 +25,7 @@ from tilelabel.kernels.backends import Backend, get_backend
 from tilelabel.pipeline import keep as keep_mod
 from tilelabel.pipeline import merge, numbering
 from tilelabel.pipeline import stats as stats_mod
+from tilelabel.pipeline import tree as tree_mod
 from tilelabel.pipeline.local import label_block, summarize
 from tilelabel.pipeline.plan import ChunkPlan, forward_steps
 
@@ -53,27 +54,114 @@ def _summarize_stats(block, ivals, slot, slices, *args):
     )
 
 
-def _pairs(borders, ordinal, steps, contacts, ordinals, connectivity):
-    return merge.chunk_pairs(
+def _leaf(borders, ordinal, steps, contacts, ordinals, connectivity):
+    """A chunk as a leaf of the merge tree: its border labels, their faces and its pairs."""
+    pairs = merge.chunk_pairs(
         borders, ordinal, list(zip(steps, contacts, ordinals, strict=True)), connectivity
     )
+    return tree_mod.leaf(ordinal, borders.keys, merge.face_mask(borders), pairs)
 
 
 def _keys_of(counts):
     return counts.keys
 
 
-def _pick(parts, i, anchor):
-    """``parts[i]``, one chunk's share of a task that served every chunk (resolve, distribute).
+def _final_rows(finals):
+    keys, values = finals
+    return tree_mod.Rows(keys.astype(np.int64, copy=False), {"final": values})
 
-    ``anchor`` is a small key of the chunk, otherwise unused. Without it the picks would be a
-    large group of tasks with one dependency, which distributed's scheduler treats as root
-    tasks and sends to whichever worker is idle, each of those fetching the whole shared
-    result (every chunk's border labels); with it they run where that result is and only the
-    chunk's share moves on.
-    """
-    del anchor
-    return parts[i]
+
+#: how the final labels of roots combine going up the tree: each root has its one, so any
+#: reduction that keeps a lone value
+_FINALS = {"final": np.maximum}
+
+
+def _up_the_tree(dsk, t, tree: tree_mod.Tree, name: str, leaves: dict, task) -> None:
+    """One task ``name`` per node of the merge tree, level by level up: ``task(level, node,
+    children's keys)``. Its result is a pair: what the node keeps (``name_held``) and what it
+    passes up (``name_part``); ``leaves``: per chunk index, the key of what the chunk passes."""
+    below = leaves
+    for lev in range(1, tree.depth + 1):
+        here = {}
+        for node in tree.nodes(lev):
+            key = t(name, lev, node)
+            dsk[key] = task(lev, node, [below[c] for c in tree.children(lev, node)])
+            dsk[t(f"{name}_held", lev, node)] = (operator.getitem, key, 0)
+            if lev < tree.depth:  # the top passes nothing
+                here[node] = t(f"{name}_part", lev, node)
+                dsk[here[node]] = (operator.getitem, key, 1)
+        below = here
+
+
+def _down_the_tree(dsk, t, tree: tree_mod.Tree, name: str, task) -> dict:
+    """One task ``name`` per node, level by level down from the top: ``task(level, node, key
+    of what the parent handed down, None at the top)``, whose result the node's children
+    share (``name_given``, :func:`tree.share`). Returns, per chunk index, the key of its share."""
+    handed: dict = {}
+    for lev in range(tree.depth, 0, -1):
+        for node in tree.nodes(lev):
+            key = t(name, lev, node)
+            dsk[key] = task(lev, node, handed.get((lev, node)))
+            for i, c in enumerate(tree.children(lev, node)):
+                handed[(lev - 1, c)] = t(f"{name}_given", lev - 1, c)
+                dsk[handed[(lev - 1, c)]] = (tree_mod.share, key, i)
+    return {c: key for (lev, c), key in handed.items() if lev == 0}
+
+
+def _resolve(dsk, t, tree: tree_mod.Tree, leaves: dict) -> dict:
+    """Tasks that join the chunks' border labels up the merge tree and hand each node the roots
+    of its exported components on the way down (``down_given``). Returns per chunk index the
+    key of its share: its border keys' roots."""
+    _up_the_tree(
+        dsk,
+        t,
+        tree,
+        "up",
+        leaves,
+        lambda lev, node, kids: (tree_mod.up, *tree.box(lev, node), tree.grid, kids),
+    )
+    return _down_the_tree(
+        dsk,
+        t,
+        tree,
+        "down",
+        lambda lev, node, given: (tree_mod.down, t("up_held", lev, node), given),
+    )
+
+
+def _spread(dsk, t, tree: tree_mod.Tree, name: str, leaves: dict, reducers) -> dict:
+    """Tasks that take rows keyed by root up the merge tree and each component's rows back down
+    (:func:`tree.gather`, :func:`tree.scatter`); ``leaves``: per chunk index, the key of its
+    rows. Returns per chunk index the key of what its level-1 node handed down to it."""
+    gather = functools.partial(tree_mod.gather, reducers=reducers)
+
+    def exported(lev, node):  # the roots of the node's components that reach its parent
+        return t("down_given", lev, node) if lev < tree.depth else None
+
+    _up_the_tree(
+        dsk,
+        t,
+        tree,
+        f"{name}_gather",
+        leaves,
+        lambda lev, node, kids: (gather, kids, exported(lev, node)),
+    )
+    return _down_the_tree(
+        dsk,
+        t,
+        tree,
+        f"{name}_scatter",
+        lambda lev, node, given: (
+            tree_mod.scatter,
+            t(f"{name}_gather_held", lev, node),
+            given,
+            t("down", lev, node),
+        ),
+    )
+
+
+def task_key(token: str, name: str, index: tuple[int, ...] = ()) -> Key:
+    return (f"tilelabel-{name}-{token}", *index)
 
 
 @dataclass
@@ -109,6 +197,11 @@ class MergeGraph:
     slots: dict[tuple[int, ...], keep_mod.Slot | None] = field(default_factory=dict)
     token: str = ""
 
+    def key(self, name: str, index: tuple[int, ...] = ()) -> Key:
+        """The key of task ``name`` of a chunk (``index``: its grid index), of a node of the
+        merge tree (its level, then its index) or of the whole run (no index)."""
+        return task_key(self.token, name, index)
+
     def delayed(self, key: Key) -> Delayed:
         """A Delayed for any key of the graph (a spec or a summary part), for computing it."""
         return Delayed(key, self.graph, layer=self.layer)
@@ -138,7 +231,7 @@ def build_merge_graph(
     idxs = list(plan.indices())
 
     def k(name: str, idx: tuple[int, ...] = ()) -> Key:
-        return (f"tilelabel-{name}-{token}", *idx)
+        return task_key(token, name, idx)
 
     dsk: dict[Key, Any] = {}
     keeping = keep_budget > 0 or keep_input_budget > 0
@@ -171,37 +264,40 @@ def build_merge_graph(
             dsk[k("bstats", idx)] = (stats_mod.border_rows, k("stats", idx), k("counts", idx))
 
     steps = forward_steps(plan.ndim)
-    ordinal = {idx: i for i, idx in enumerate(idxs)}
-    pair_keys = []
+    ordinal = {idx: i for i, idx in enumerate(idxs)}  # C order: np.ravel_multi_index
     for idx in idxs:
         nbs = [(i, nb) for i, s in enumerate(steps) if (nb := plan.neighbour(idx, s)) is not None]
-        if nbs:
-            for i, nb in nbs:  # the neighbour's side of the contact, cut out where it lives
-                dsk[k("contact", (*nb, i))] = (merge.contact, k("borders", nb), steps[i], False)
-            dsk[k("pairs", idx)] = (
-                _pairs,
-                k("borders", idx),
-                ordinal[idx],
-                [steps[i] for i, _ in nbs],
-                [k("contact", (*nb, i)) for i, nb in nbs],
-                [ordinal[nb] for _, nb in nbs],
-                connectivity,
-            )
-            pair_keys.append(k("pairs", idx))
-    dsk[k("resolve")] = (merge.resolve, pair_keys, *(k("keys", idx) for idx in idxs))
-    for i, idx in enumerate(idxs):
-        dsk[k("roots", idx)] = (_pick, k("resolve"), i, k("keys", idx))
+        for i, nb in nbs:  # the neighbour's side of the contact, cut out where it lives
+            dsk[k("contact", (*nb, i))] = (merge.contact, k("borders", nb), steps[i], False)
+        dsk[k("leaf", idx)] = (
+            _leaf,
+            k("borders", idx),
+            ordinal[idx],
+            [steps[i] for i, _ in nbs],
+            [k("contact", (*nb, i)) for i, nb in nbs],
+            [ordinal[nb] for _, nb in nbs],
+            connectivity,
+        )
+    tree = tree_mod.Tree(plan.grid)
+
+    def t(name: str, level: int, node: tuple[int, ...]) -> Key:
+        return k(name, (level, *node))
+
+    handed = _resolve(dsk, t, tree, {idx: k("leaf", idx) for idx in idxs})
+    for idx in idxs:
+        dsk[k("roots", idx)] = (tree_mod.values_at, handed[idx], k("keys", idx), "root")
 
     # extra trailing argument of the numbering steps: the roots a size filter drops
     drop: dict[tuple[int, ...], tuple] = {idx: () for idx in idxs}
     if stats is not None:
-        dsk[k("mstats")] = (
-            stats_mod.merge,
-            [k("bstats", idx) for idx in idxs],
-            *(k("roots", idx) for idx in idxs),
+        group = functools.partial(tree_mod.grouped, reducers=stats_mod.REDUCE)
+        for idx in idxs:
+            dsk[k("srows", idx)] = (group, k("roots", idx), k("bstats", idx))
+        merged = _spread(
+            dsk, t, tree, "stats", {idx: k("srows", idx) for idx in idxs}, stats_mod.REDUCE
         )
-        for i, idx in enumerate(idxs):
-            dsk[k("mstats", idx)] = (_pick, k("mstats"), i, k("keys", idx))
+        for idx in idxs:
+            dsk[k("mstats", idx)] = (tree_mod.values_at, merged[idx], k("roots", idx))
             if stats.filtering:
                 dsk[k("dropped", idx)] = (
                     stats_mod.dropped,
@@ -263,22 +359,21 @@ def build_merge_graph(
     }
     for idx in idxs:
         dsk[k("finals", idx)] = (
-            numbering.border_finals,
-            k("counts", idx),
-            k("roots", idx),
-            offsets[idx],
-            plan.offset(idx),
-            shape,
-            plan.block_shape(idx),
-            *drop[idx],
+            _final_rows,
+            (
+                numbering.border_finals,
+                k("counts", idx),
+                k("roots", idx),
+                offsets[idx],
+                plan.offset(idx),
+                shape,
+                plan.block_shape(idx),
+                *drop[idx],
+            ),
         )
-    dsk[k("distribute")] = (
-        numbering.distribute,
-        [k("finals", idx) for idx in idxs],
-        *(k("roots", idx) for idx in idxs),
-    )
-    for i, idx in enumerate(idxs):
-        dsk[k("bfinals", idx)] = (_pick, k("distribute"), i, k("keys", idx))
+    finals = _spread(dsk, t, tree, "finals", {idx: k("finals", idx) for idx in idxs}, _FINALS)
+    for idx in idxs:
+        dsk[k("bfinals", idx)] = (tree_mod.values_at, finals[idx], k("roots", idx), "final")
         dsk[k("spec", idx)] = (
             numbering.lut_spec,
             k("counts", idx),

@@ -1,8 +1,5 @@
-"""Equivalences across chunk borders and their resolution into components.
-
-Every local label on a border is named by its key (the global raster index of its first voxel),
-which is unique in the whole volume; union-find over keys with the smallest key as root makes
-each component's root its first voxel, which is what the numbering needs.
+"""Equivalences across chunk borders: where a chunk touches its neighbours, and which of their
+border labels meet there. :mod:`tilelabel.pipeline.tree` joins them into components.
 """
 
 from __future__ import annotations
@@ -11,8 +8,6 @@ import itertools
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from tilelabel.connectivity import structure
 from tilelabel.pipeline.local import Borders
@@ -112,7 +107,7 @@ def chunk_pairs(
     connectivity: int,
 ) -> np.ndarray:
     """Equivalent border labels between chunk ``ordinal`` and its forward neighbours, shape
-    (k, 2), as ``ordinal << POSITION_BITS | position`` (see :func:`resolve`).
+    (k, 2), as ``ordinal << POSITION_BITS | position`` (see :mod:`tilelabel.pipeline.tree`).
 
     ``neighbours``: per forward neighbour, its ``step``, its :func:`contact` towards this chunk
     (``high=False``) and its ordinal. Each step reaches another chunk, so pairs are unique.
@@ -144,28 +139,13 @@ def chunk_pairs(
     return np.concatenate(out)
 
 
-def resolve(pairs: Sequence[np.ndarray], *chunk_keys: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Union-find over all border pairs; for each chunk, the root key of each of its border keys.
-
-    ``chunk_keys[i]`` are chunk ``i``'s border keys in the order of its border ids, so a pair's
-    names (:func:`chunk_pairs`) index them directly: no search or sort over keys here.
-    Memory here is O(border labels): only labels on chunk borders ever reach this task.
-    """
-    sizes = np.array([k.size for k in chunk_keys], np.int64)
-    base = np.concatenate([[0], np.cumsum(sizes)])
-    allpairs = np.concatenate([p for p in pairs if p.size] or [_EMPTY_PAIRS])
-    if allpairs.size == 0:
-        return tuple(k.copy() for k in chunk_keys)
-    nodes = base[allpairs >> POSITION_BITS] + (allpairs & ((1 << POSITION_BITS) - 1))
-    n = int(base[-1])
-    graph = coo_matrix(
-        (np.ones(len(nodes), np.int8), (nodes[:, 0], nodes[:, 1])), shape=(n, n)
-    ).tocsr()
-    graph.data[:] = 1  # a pair given twice adds up; only the edge matters
-    ncomp, comp = connected_components(graph, directed=False)
-    # a component's root is its smallest key: its first voxel in raster order
-    root = np.full(ncomp, np.iinfo(np.int64).max, np.int64)
-    keys = np.concatenate(chunk_keys).astype(np.int64, copy=False)
-    np.minimum.at(root, comp, keys)
-    roots = root[comp]
-    return tuple(roots[base[i] : base[i + 1]] for i in range(len(chunk_keys)))
+def face_mask(borders: Borders) -> np.ndarray:
+    """For each border label (in the order of ``borders.ids``), the chunk's open faces it
+    touches: bit ``2 * axis + side`` (side 1: the high face). A pair that leaves a group of
+    chunks names only labels on the group's outer faces, and these bits tell which those are."""
+    mask = np.zeros(borders.ids.size, np.uint8)  # 2D and 3D: 4 or 6 faces
+    for f, face in enumerate(borders.faces):
+        if face is not None:
+            on = np.unique(face[face != 0]).astype(np.int64)
+            mask[np.searchsorted(borders.ids, on)] |= 1 << f
+    return mask

@@ -190,17 +190,6 @@ def _row_start(row_counts: np.ndarray) -> np.ndarray:
     return start
 
 
-def distribute(
-    finals: Sequence[tuple[np.ndarray, np.ndarray]], *chunk_roots: np.ndarray
-) -> tuple[np.ndarray, ...]:
-    """For each chunk, the final label of the component of each of its border labels."""
-    keys = np.concatenate([k for k, _ in finals] or [np.empty(0, np.int64)])
-    vals = np.concatenate([v for _, v in finals] or [np.empty(0, np.int64)])
-    order = np.argsort(keys, kind="stable")
-    keys, vals = keys[order], vals[order]
-    return tuple(vals[np.searchsorted(keys, roots)] for roots in chunk_roots)
-
-
 def lut_spec(
     counts: Counts,
     roots: np.ndarray,

@@ -4,9 +4,9 @@ Each chunk's summary task also computes, in one pass over its local labels (and 
 a row of statistics per local label (:meth:`Backend.label_stats`): voxel count, inclusive box,
 coordinate sums, and optionally intensity sum, min and max, all in global coordinates. Labels
 that touch no open face are whole components: their rows are final in their chunk. Rows of border
-labels are partial; :func:`merge` combines them by root key (sum / min / max) in one task whose
-memory is O(border labels), like :func:`tilelabel.pipeline.merge.resolve`, and hands each chunk
-the totals of its own border labels, like :func:`tilelabel.pipeline.numbering.distribute`.
+labels are partial; the merge tree (:mod:`tilelabel.pipeline.tree`) combines them by root key
+(:data:`REDUCE`: sum / min / max) on its way up and hands each chunk the totals of its own border
+labels on its way down, as it does the final labels.
 
 Size filtering drops whole components: :func:`dropped` lists, per chunk, the local ids of the
 component roots (interior labels, and border labels that are their component's root) whose total
@@ -22,7 +22,7 @@ so writing Parquet holds one slab's rows at a time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,35 +113,6 @@ def require_table_libs() -> None:
 def border_rows(stats: dict[str, np.ndarray], counts: Counts) -> dict[str, np.ndarray]:
     """The (partial) rows of a chunk's border labels, in the order of ``counts.ids``."""
     return {f: v[counts.ids - 1] for f, v in stats.items()}
-
-
-def merge(
-    border: Sequence[dict[str, np.ndarray]], *chunk_roots: np.ndarray
-) -> tuple[dict[str, np.ndarray], ...]:
-    """Combine border rows by root key; for each chunk, the totals of each of its border labels.
-
-    ``border[c]`` are chunk c's rows (aligned with its border ids) and ``chunk_roots[c]`` the root
-    key of each; memory is O(border labels).
-    """
-    roots = np.concatenate([r for r in chunk_roots] or [np.empty(0, np.int64)])
-    if roots.size == 0:
-        return tuple({f: v[:0] for f, v in b.items()} for b in border)
-    order = np.argsort(roots, kind="stable")
-    uniq, start, inverse = np.unique(roots[order], return_index=True, return_inverse=True)
-    del uniq
-    total = {}
-    for f in border[0]:
-        vals = np.concatenate([b[f] for b in border])[order]
-        total[f] = REDUCE[f].reduceat(vals, start, axis=0)
-    row = np.empty(roots.size, np.int64)
-    row[order] = inverse.reshape(-1)
-    out = []
-    pos = 0
-    for r in chunk_roots:
-        sel = row[pos : pos + r.size]
-        out.append({f: v[sel] for f, v in total.items()})
-        pos += r.size
-    return tuple(out)
 
 
 # -- filtering ---------------------------------------------------------------------------------
