@@ -93,10 +93,11 @@ def _up_the_tree(dsk, t, tree: tree_mod.Tree, name: str, leaves: dict, task) -> 
         below = here
 
 
-def _down_the_tree(dsk, t, tree: tree_mod.Tree, name: str, task) -> dict:
+def _down_the_tree(dsk, t, tree: tree_mod.Tree, name: str, task, only=None) -> dict:
     """One task ``name`` per node, level by level down from the top: ``task(level, node, key
     of what the parent handed down, None at the top)``, whose result the node's children
-    share (``name_given``, :func:`tree.share`). Returns, per chunk index, the key of its share."""
+    share (``name_given``, :func:`tree.share`; only field ``only``, if given). Returns, per
+    chunk index, the key of its share."""
     handed: dict = {}
     for lev in range(tree.depth, 0, -1):
         for node in tree.nodes(lev):
@@ -104,7 +105,7 @@ def _down_the_tree(dsk, t, tree: tree_mod.Tree, name: str, task) -> dict:
             dsk[key] = task(lev, node, handed.get((lev, node)))
             for i, c in enumerate(tree.children(lev, node)):
                 handed[(lev - 1, c)] = t(f"{name}_given", lev - 1, c)
-                dsk[handed[(lev - 1, c)]] = (tree_mod.share, key, i)
+                dsk[handed[(lev - 1, c)]] = (tree_mod.share, key, i, only)
     return {c: key for (lev, c), key in handed.items() if lev == 0}
 
 
@@ -126,6 +127,7 @@ def _resolve(dsk, t, tree: tree_mod.Tree, leaves: dict) -> dict:
         tree,
         "down",
         lambda lev, node, given: (tree_mod.down, t("up_held", lev, node), given),
+        only="root",  # a node's own reps beside them are for its scatters alone
     )
 
 
@@ -297,7 +299,7 @@ def build_merge_graph(
             dsk, t, tree, "stats", {idx: k("srows", idx) for idx in idxs}, stats_mod.REDUCE
         )
         for idx in idxs:
-            dsk[k("mstats", idx)] = (tree_mod.values_at, merged[idx], k("roots", idx))
+            dsk[k("mstats", idx)] = (tree_mod.values_at, merged[idx], k("keys", idx))
             if stats.filtering:
                 dsk[k("dropped", idx)] = (
                     stats_mod.dropped,
@@ -373,7 +375,7 @@ def build_merge_graph(
         )
     finals = _spread(dsk, t, tree, "finals", {idx: k("finals", idx) for idx in idxs}, _FINALS)
     for idx in idxs:
-        dsk[k("bfinals", idx)] = (tree_mod.values_at, finals[idx], k("roots", idx), "final")
+        dsk[k("bfinals", idx)] = (tree_mod.values_at, finals[idx], k("keys", idx), "final")
         dsk[k("spec", idx)] = (
             numbering.lut_spec,
             k("counts", idx),
