@@ -5,8 +5,10 @@ A node of the tree is a box of chunks. Going up, a node joins its children's com
 the border pairs between them and passes on only the labels on its own outer faces, with their
 component's smallest key within the node, and the pairs that leave it. Its memory is that of
 its children's borders with each other: at the top, the labels on the grid's mid-planes, not
-every chunk's border labels, which one task held when the whole resolve ran in one (2.1 GiB on
-each of the two workers that ran it at 4096^3, density 0.05, on one H100, 2026-11-24).
+every chunk's border labels, which one task held when the whole resolve ran in one. At 4096^3,
+density 0.05, on one H100 (2026-11-24), the two workers of resolve and distribute peaked at
+2.06 and 2.10 GiB of host memory, the other 14 at 1.47-1.60; with the tree, all 16 at
+1.47-1.60.
 
 A component's smallest key within a node is its root (its first voxel in raster order) as soon
 as the node's box holds that voxel, and a component that touches none of a node's outer faces
