@@ -106,7 +106,7 @@ class Rows:
             return {f: v[:0] for f, v in self.values.items()}
         pos = _search(self.keys, keys) if self.keys.size else None
         if pos is None or np.any(self.keys[pos] != keys):
-            raise RuntimeError("merge tree: a key was not handed down to its chunk")
+            raise RuntimeError("merge tree: a component reached a node without its row")
         return {f: v[pos] for f, v in self.values.items()}
 
 
