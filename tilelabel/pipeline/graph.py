@@ -127,7 +127,7 @@ def _resolve(dsk, t, tree: tree_mod.Tree, leaves: dict) -> dict:
         tree,
         "down",
         lambda lev, node, given: (tree_mod.down, t("up_held", lev, node), given),
-        only="root",  # a node's own reps beside them are for its scatters alone
+        only="root",  # where each was found in the parent's share is for its scatters alone
     )
 
 

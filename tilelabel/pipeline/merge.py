@@ -143,9 +143,10 @@ def face_mask(borders: Borders) -> np.ndarray:
     """For each border label (in the order of ``borders.ids``), the chunk's open faces it
     touches: bit ``2 * axis + side`` (side 1: the high face). A pair that leaves a group of
     chunks names only labels on the group's outer faces, and these bits tell which those are."""
-    mask = np.zeros(borders.ids.size, np.uint8)  # 2D and 3D: 4 or 6 faces
-    for f, face in enumerate(borders.faces):
+    # a table over the local ids, not a sort and search of each face's labels: every label on
+    # an open face is a border label, and this took half the time (1 ms for 256^3 chunks)
+    table = np.zeros(int(borders.ids[-1]) + 1 if borders.ids.size else 1, np.uint8)
+    for f, face in enumerate(borders.faces):  # 2D and 3D: 4 or 6 faces
         if face is not None:
-            on = np.unique(face[face != 0]).astype(np.int64)
-            mask[np.searchsorted(borders.ids, on)] |= 1 << f
-    return mask
+            table[face] |= np.uint8(1 << f)  # background marks entry 0, which no id reads
+    return table[borders.ids]

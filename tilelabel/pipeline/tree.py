@@ -97,8 +97,10 @@ class Rows:
     values: dict[str, np.ndarray]
     child: np.ndarray | None = None
 
-    def take(self, sel: np.ndarray) -> Rows:
-        return Rows(self.keys[sel], {f: v[sel] for f, v in self.values.items()})
+    def take(self, sel: np.ndarray, fields: Sequence[str] | None = None) -> Rows:
+        """The rows ``sel`` picks (only ``fields``, if given), without ``child``."""
+        fields = self.values if fields is None else fields
+        return Rows(self.keys[sel], {f: self.values[f][sel] for f in fields})
 
     def at(self, keys: np.ndarray) -> dict[str, np.ndarray]:
         """The values of ``keys``, every one of which is a key here."""
@@ -145,15 +147,16 @@ def _inside(names: np.ndarray, lo: tuple[int, ...], hi: tuple[int, ...], grid) -
     return out
 
 
-def _on_outer_faces(part: Part, lo, hi, grid) -> np.ndarray:
-    """Which of ``part``'s labels touch a face of the box ``lo``..``hi`` that has chunks beyond
-    it: only those can be named by a pair that leaves the box."""
-    out = np.zeros(part.names.shape, bool)
-    for axis, c in enumerate(_chunks(part.names, grid)):
+def _on_outer_faces(names: np.ndarray, faces: np.ndarray, lo, hi, grid) -> np.ndarray:
+    """Which of the labels ``names`` (touching their chunks' ``faces``) touch a face of the box
+    ``lo``..``hi`` that has chunks beyond it: only those can be named by a pair that leaves the
+    box."""
+    out = np.zeros(names.shape, bool)
+    for axis, c in enumerate(_chunks(names, grid)):
         ends = ((0, lo[axis], lo[axis] > 0), (1, hi[axis] - 1, hi[axis] < grid[axis]))
         for side, edge, beyond in ends:
             if beyond:
-                out |= (c == edge) & ((part.faces >> (2 * axis + side)) & 1).astype(bool)
+                out |= (c == edge) & ((faces >> (2 * axis + side)) & 1).astype(bool)
     return out
 
 
@@ -216,31 +219,29 @@ def up(lo: tuple[int, ...], hi: tuple[int, ...], grid: tuple[int, ...], parts: S
         ncomp, comp = connected_components(graph, directed=False)
         # the smallest key of the component: its first voxel within this box
         joined = _smallest(comp, ncomp, uniq)[comp]
-    outer = Part(names, joined[inverse], faces, pending)
-    keep = _on_outer_faces(outer, lo, hi, grid)
-    outer = Part(names[keep], outer.reps[keep], faces[keep], pending)
+    keep = _on_outer_faces(names, faces, lo, hi, grid)
+    outer = Part(names[keep], joined[inverse[keep]], faces[keep], pending)
     return Rows(uniq, {"root": joined}, child[first]), outer
 
 
 def down(joins: Rows, given: Rows | None) -> Rows:
-    """A node's joins with each component's root (``"root"``) beside its rep here (``"rep"``):
-    the root is ``given``'s (from the parent, keyed by this node's reps of its exported
-    components) where it names the rep; any other component lies inside the node, so its rep
-    here is its root."""
+    """A node's joins with each component's root (``"root"``): ``given``'s (from the parent,
+    keyed by this node's reps of its exported components) where it names the component's rep
+    here; any other component lies inside the node, so its rep here is its root. ``"given_at"``
+    keeps where in ``given`` each was found (-1: inside), for the node's :func:`scatter`s."""
     reps = joins.values["root"]
-    roots = reps
+    roots, at = reps, np.full(reps.size, -1, np.intp)
     if given is not None and given.keys.size:
         pos = _search(given.keys, reps)
         hit = given.keys[pos] == reps
         roots = np.where(hit, given.values["root"][pos], reps)
-    return Rows(joins.keys, {"root": roots, "rep": reps}, joins.child)
+        at[hit] = pos[hit]
+    return Rows(joins.keys, {"root": roots, "given_at": at}, joins.child)
 
 
 def share(rows: Rows, i: int, only: str | None = None) -> Rows:
     """Child ``i``'s part of a node's rows going down (only field ``only``, if given)."""
-    sel = rows.child == i
-    fields = [only] if only else list(rows.values)
-    return Rows(rows.keys[sel], {f: rows.values[f][sel] for f in fields})
+    return rows.take(rows.child == i, [only] if only else None)
 
 
 def combine(parts: Sequence[Rows], reducers: Reducers) -> Rows:
@@ -279,21 +280,20 @@ def gather(parts: Sequence[Rows], given: Rows | None, reducers: Reducers) -> tup
 
 def scatter(table: Rows, given: Rows | None, resolved: Rows) -> Rows:
     """Each child component's final rows, keyed by its rep in the child: ``given``'s (the
-    parent's rows for the components this node exports, keyed by their reps here, complete)
-    where it names the component's rep here; any other component lies inside the node, and its
-    root's row in ``table`` is complete. ``resolved``: the node's :func:`down`."""
-    reps, roots = resolved.values["rep"], resolved.values["root"]
-    inside = np.ones(reps.size, bool)
-    if given is not None and given.keys.size:
-        pos = _search(given.keys, reps)
-        inside = given.keys[pos] != reps
+    parent's rows for the components this node exports, complete) where the component is one
+    of those; any other component lies inside the node, and its root's row in ``table`` is
+    complete. ``resolved``: the node's :func:`down`. ``given`` has the keys, in the same order,
+    of the parent's share of roots that :func:`down` searched: the same share of the parent's
+    rows, so the positions found there hold here."""
+    at, roots = resolved.values["given_at"], resolved.values["root"]
+    inside = at < 0
     mine = table.at(roots[inside])
     values = {}
     for f, v in mine.items():
-        values[f] = np.empty((reps.size, *v.shape[1:]), v.dtype)
+        values[f] = np.empty((at.size, *v.shape[1:]), v.dtype)
         values[f][inside] = v
         if not inside.all():
-            values[f][~inside] = given.values[f][pos[~inside]]
+            values[f][~inside] = given.values[f][at[~inside]]
     return Rows(resolved.keys, values, resolved.child)
 
 
