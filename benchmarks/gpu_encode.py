@@ -4,8 +4,8 @@ One block of labels (``--shape``, labeled from a ``tilelabel.synth`` volume at e
 cut into storage tiles (``--tile``) and compressed again and again by P processes started
 together, as P pipeline workers would:
 
-- ``gpu``: ``CUDABackend.encode_tiles`` as the pipeline calls it (nvCOMP takes its scratch
-  from the device's stream-ordered pool and gives it back);
+- ``gpu``: the CUDA backend's ``encoder.encode_tiles`` as the pipeline calls it (nvCOMP takes
+  its scratch from the device's stream-ordered pool and gives it back);
 - ``gpu-pool``: the same with nvCOMP's scratch taken from CuPy's pool instead, where it stays
   and is measured;
 - ``host``: the tiles as zarr writes them (C-ordered copies, then ``numcodecs.Zstd`` at zarr's
@@ -95,7 +95,7 @@ def _worker(encoder, shape, density, tile, reps, barrier, results):
     else:
 
         def encode():
-            return backend.encode_tiles(labels, lut, tile, "zstd")
+            return backend.encoder.encode_tiles(labels, lut, tile, "zstd")
 
         pool = cp.get_default_memory_pool()
         pool.free_all_blocks()
@@ -139,7 +139,8 @@ def _loader(load, shape, density, tile, barrier, stop):
         for k in range(len(slab))
         if nonzero[k]
     ]
-    from tilelabel.pipeline.zarr_io import codec_threads, lower_priority
+    from tilelabel.settings import codec_threads
+    from tilelabel.storage.loops import lower_priority
 
     nice = 10 if load == "host-nice" else 0
     with ThreadPoolExecutor(codec_threads(), initializer=lower_priority, initargs=(nice,)) as pool:

@@ -3,14 +3,13 @@
 Usage::
 
     python benchmarks/kernels_cpu.py                      # 512^3, d 0.05/0.2/0.5, g 1/4
-    python benchmarks/kernels_cpu.py --size 128 --repeat 2 --no-write
+    python benchmarks/kernels_cpu.py --size 128 --repeat 2 --out /tmp/k
 
 Every method runs once untimed on each volume (warm-up: numba loads its cache) and that result is
 checked equal to scipy's (labels and count); then ``--repeat`` timed rounds that interleave the
 methods; the median (and the minimum) is reported (wall clock, output allocation included for
-every method; speedups are ratios of medians). Prints a
-Markdown table, saves the JSON under ``benchmarks/results/`` and replaces the "CPU kernels"
-section of ``benchmarks/RESULTS.md`` (unless ``--no-write``).
+every method; speedups are ratios of medians). Prints a Markdown table and writes
+``kernels_cpu.json`` and ``kernels_cpu.md`` to ``--out`` (default: $OUT or benchmarks/out).
 """
 
 from __future__ import annotations
@@ -39,8 +38,6 @@ sys.path.insert(0, str(HERE.parent))
 from tilelabel.connectivity import structure  # noqa: E402
 from tilelabel.kernels.registry import get_kernel  # noqa: E402
 from tilelabel.synth import random_volume  # noqa: E402
-
-SECTION = "## CPU kernels"
 
 
 def cpu_model() -> str:
@@ -137,21 +134,8 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace (or append) the CPU kernels section of RESULTS.md, leaving the others alone."""
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = old.find(SECTION + "\n")
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
-    else:
-        nxt = old.find("\n## ", start + len(SECTION))
-        tail = old[nxt + 1 :] if nxt >= 0 else ""
-        new = old[:start] + text.rstrip("\n") + "\n" + ("\n" + tail if tail else "")
-    path.write_text(new)
-
-
 def main(argv: list[str] | None = None) -> None:
-    """Run the benchmark and report it (table on stdout, JSON, RESULTS.md section)."""
+    """Run the benchmark and report it (table on stdout, JSON and table under --out)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--size", type=int, default=512, help="edge of the cubic volume (512)")
     p.add_argument("--repeat", type=int, default=3, help="timed runs per method (3)")
@@ -159,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--granularities", type=int, nargs="+", default=[1, 4])
     p.add_argument("--algorithms", nargs="+", default=["bke", "buf", "uf"])
     p.add_argument("--dtype", default="uint32", choices=["uint32", "uint64"])
-    p.add_argument("--no-write", action="store_true", help="print only; no JSON, no RESULTS.md")
+    p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args(argv)
 
     import cc3d
@@ -182,26 +166,15 @@ def main(argv: list[str] | None = None) -> None:
     rows = run(args.size, args.repeat, args.densities, args.granularities, args.algorithms, dtype)
     md = table(rows)
     print(md)
-    if args.no_write:
-        return
-    results = HERE / "results"
-    results.mkdir(exist_ok=True)
-    stem = f"kernels_cpu_{args.size}_{date:%Y%m%d-%H%M%S}.json"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     payload = {"date": date.isoformat(), "machine": machine, "args": vars(args), "rows": rows}
-    (results / stem).write_text(json.dumps(payload, indent=1))
-    section = (
-        f"{SECTION}\n\n"
-        f"Run: `python benchmarks/kernels_cpu.py --size {args.size} --repeat {args.repeat}` on "
-        f"{date:%Y-%m-%d}, CPU **{machine['cpu']}** ({machine['logical_cpus']} logical CPUs), one "
-        f"thread (`NUMBA_NUM_THREADS=1`; cc3d and scipy are single-threaded). 3D 26-connectivity, "
-        f"{args.size}^3 `tilelabel.synth.random_volume` (seed 0), tilelabel output {dtype}, "
-        f"cc3d `connected_components(img, connectivity=26, return_N=True)` (its own uint32 "
-        f"output here), scipy `ndimage.label(img, structure)` (int32). Median of {args.repeat} "
-        f"wall-clock rounds (methods interleaved) after one warm-up round, output allocation "
-        f"included; every result was checked equal to scipy's. Raw numbers: "
-        f"`benchmarks/results/{stem}`.\n\n{md}\n"
+    (out / "kernels_cpu.json").write_text(json.dumps(payload, indent=1))
+    (out / "kernels_cpu.md").write_text(
+        f"{args.size}^3, CPU {machine['cpu']} ({machine['logical_cpus']} logical CPUs), one "
+        f"thread, {date:%Y-%m-%d}, tilelabel output {dtype}; median of {args.repeat} rounds.\n\n"
+        f"{md}\n"
     )
-    write_section(HERE / "RESULTS.md", section)
 
 
 if __name__ == "__main__":

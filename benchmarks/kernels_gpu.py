@@ -6,9 +6,8 @@ Python int). Median of repeated runs after a warm-up. Also: the memory floor (in
 labels written once at the device-to-device copy bandwidth measured in this run) and the time of
 each step ("average with steps").
 
-    python benchmarks/kernels_gpu.py [--quick] [--out DIR]
-    python benchmarks/kernels_gpu.py --tiles        # bke_tile's tile shapes vs bke, checked
-    python benchmarks/kernels_gpu.py --table JSON   # RESULTS.md tables from a run's JSON
+    python benchmarks/kernels_gpu.py [--quick] [--only 3d1024] [--out DIR]
+    python benchmarks/kernels_gpu.py --table JSON   # Markdown tables from a run's JSON
 
 Writes ``kernels_gpu.json`` and ``kernels_gpu.md`` to DIR (default: $OUT or benchmarks/out).
 """
@@ -31,7 +30,8 @@ import cupy as cp  # noqa: E402
 import cupyx.scipy.ndimage as cndi  # noqa: E402
 
 from tilelabel.connectivity import structure  # noqa: E402
-from tilelabel.kernels import gpu  # noqa: E402
+from tilelabel.kernels.gpu_ccl import ALGORITHMS, Run  # noqa: E402
+from tilelabel.kernels.registry import get_kernel  # noqa: E402
 from tilelabel.synth import random_block  # noqa: E402
 
 # The same volumes as tilelabel.synth.random_volume, generated on the device.
@@ -110,7 +110,7 @@ def step_times(img, conn, alg, reps):
     """Median time of each step, run back to back with events between (no syncs)."""
     per = {}
     for _ in range(reps + 1):
-        run = gpu._Run(img, np.uint32, conn, alg)
+        run = Run(img, np.uint32, conn, alg)
         steps = run.steps()
         ev = [cp.cuda.Event() for _ in range(len(steps) + 1)]
         ev[0].record()
@@ -162,85 +162,17 @@ def dump(out, name, bw, rows):
     (out / "kernels_gpu.md").write_text("\n".join(md) + "\n")
 
 
-VARIANTS = ["-DTL_COUNT", "-DTL_COUNT -DTL_LEFT_FIRST", "-DTL_COUNT -DTL_BELOW_FIRST", ""]
-VARIANTS += ["-DTL_LEFT_FIRST", "-DTL_BELOW_FIRST", "-DTL_NO_FWD", "-DTL_UNION_CAS"]
+BLOCK = [a for a, spec in ALGORITHMS.items() if spec.blocks]
+PIXEL = [a for a, spec in ALGORITHMS.items() if not spec.blocks]
 
 
-def variants():
-    """BKE 3D 26, 1024^3, g=1: each compile-time variant, same volumes, median of 5."""
-    vols = {d: volume((1024,) * 3, d, 1) for d in (0.05, 0.2, 0.5)}
-    refs = {d: gpu._make(26, "bke")(v, np.uint32) for d, v in vols.items()}
-    for var in VARIANTS:
-        os.environ["TILELABEL_CUDA_DEFINES"] = var
-        gpu._module.cache_clear()
-        gpu._fn.cache_clear()
-        for alg in ("bke", "bke_ic", "buf"):
-            line = []
-            for d, img in vols.items():
-                if "TL_COUNT" in var:
-                    cnt = gpu._module().get_global("tl_counts")
-                    cnt = cp.ndarray((4,), cp.uint64, cnt)
-                    cnt[...] = 0
-                    gpu._make(26, alg)(img, np.uint32)
-                    c = cnt.get().tolist()
-                    line.append(f"d={d}: unions {c[0]} rounds {c[1]} finds {c[2]} blocks {c[3]}")
-                    continue
-                labels, n = gpu._make(26, alg)(img, np.uint32)
-                ok = n == refs[d][1] and bool(cp.array_equal(labels, refs[d][0]))
-                del labels
-                t, _ = timed(lambda img=img, alg=alg: gpu._make(26, alg)(img, np.uint32), 5)
-                st = step_times(img, 26, alg, 3)
-                line.append(
-                    f"d={d}: {t:6.2f} ms (reduce/merge {st.get('reduce', st.get('merge')):.2f})"
-                    + ("" if ok else " MISMATCH")
-                )
-            print(f"[{var or 'default'}] {alg}: " + "; ".join(line), flush=True)
-    return 0
-
-
-def tiles(only=""):
-    """bke_tile with each compiled tile shape against bke and cupyx, labels checked equal to
-    cupyx's: 3D 26 at 512^3 and 1024^3, 2D 8 at 8192^2, every density and granularity."""
-    for tag, shape in (("3d1024", (1024,) * 3), ("3d512", (512,) * 3), ("2d8192", (8192,) * 2)):
-        if only and tag not in only.split(","):
-            continue
-        nd = len(shape)
-        conn = 3**nd - 1
-        st = cp.asarray(structure(nd, conn))
-        big = np.prod(shape) >= 1 << 29
-        for density in (0.05, 0.2, 0.5):
-            for g in (1, 4):
-                img = volume(shape, density, g)
-                ref, rn = cupyx_label(img, st)
-                t_cx = -1.0
-                if tag == "3d1024" and density == 0.2 and g == 1:
-                    t_cx, _ = timed(lambda img=img, st=st: cupyx_label(img, st), 3)
-                line = [f"{tag} d={density} g={g}: cupyx {t_cx:.1f} ms n={rn}"]
-                cfgs = [("bke", None)] + [("bke_tile", c) for c in gpu.TILE_CONFIGS[nd]]
-                for alg, cfg in cfgs:
-                    keep = gpu.TILE[nd]
-                    if cfg:
-                        gpu.TILE[nd] = cfg
-                    kern = gpu._make(conn, alg)
-                    labels, n = kern(img, np.uint32)
-                    ok = n == rn and bool(cp.array_equal(labels, ref))
-                    del labels
-                    t, _ = timed(lambda kern=kern, img=img: kern(img, np.uint32), 5 if big else 10)
-                    stp = step_times(img, conn, alg, 3)
-                    gpu.TILE[nd] = keep
-                    red = stp.get("reduce", 0.0)
-                    line.append(
-                        f"  {alg}{cfg or ''}: {t:6.2f} ms (init {stp['init']:.2f} reduce {red:.2f})"
-                        + (" OK" if ok else " MISMATCH")
-                    )
-                print("\n".join(line), flush=True)
-                ref = img = None
-                cp.get_default_memory_pool().free_all_blocks()
-    return 0
+def kernel(conn, alg):
+    """The registered kernel (its ndim follows from the connectivity)."""
+    return get_kernel("cuda", 2 if conn in (4, 8) else 3, conn, alg)
 
 
 def table(path):
-    """The RESULTS.md tables (block algorithms, pixel algorithms, 3D 1024^3 steps) of a run."""
+    """The tables of a run (block algorithms, pixel algorithms, 3D 1024^3 steps), in Markdown."""
     rows = json.loads(Path(path).read_text())["rows"]
     cases = {}
     for r in rows:
@@ -248,8 +180,8 @@ def table(path):
     order = {"3d512": 0, "3d1024": 1, "2d8192": 2}
     out = []
     for title, conns, algs in (
-        ("Block algorithms", (26, 8), list(gpu.BLOCK_ALGORITHMS) + ["uf", "ke"]),
-        ("Pixel algorithms", (18, 6, 4), list(gpu.PIXEL_ALGORITHMS)),
+        ("Block algorithms", (26, 8), BLOCK + ["uf", "ke"]),
+        ("Pixel algorithms", (18, 6, 4), PIXEL),
     ):
         head = "| case | conn | cupyx ms | floor ms | " + " | ".join(algs) + " |"
         out += [f"### {title}", "", head]
@@ -280,7 +212,7 @@ def table(path):
     out += ["### Steps (ms), 3D 1024^3, 26-connectivity", ""]
     out += ["| case | alg | " + " | ".join(names) + " | total |", "|---" * (len(names) + 3) + "|"]
     for r in rows:
-        if r["size"] == "3d1024" and r["conn"] == 26 and r["alg"] in gpu.BLOCK_ALGORITHMS:
+        if r["size"] == "3d1024" and r["conn"] == 26 and r["alg"] in BLOCK:
             stp = " | ".join(f"{r['steps'][n]:.2f}" if n in r["steps"] else "-" for n in names)
             out.append(
                 f"| d={r['density']} g={r['granularity']} | {r['alg']} | {stp} | {r['ms']:.2f} |"
@@ -295,20 +227,14 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     ap.add_argument("--only", default="", help="comma list of size tags to run, e.g. 3d1024")
     ap.add_argument("--profile", default="", help="ALG: label 1024^3 d=0.2 g=1 twice (for ncu)")
-    ap.add_argument("--variants", action="store_true", help="time compile-time variants of bke")
-    ap.add_argument("--tiles", action="store_true", help="time bke_tile's tile shapes vs bke")
-    ap.add_argument("--table", default="", help="JSON: print the RESULTS.md tables of a run")
+    ap.add_argument("--table", default="", help="JSON: print the Markdown tables of a run")
     args = ap.parse_args()
     if args.table:
         return table(args.table)
-    if args.tiles:
-        return tiles(args.only)
-    if args.variants:
-        return variants()
     if args.profile:
         img = volume((1024,) * 3, 0.2, 1)
         for _ in range(2):
-            labels, n = gpu._make(26, args.profile)(img, np.uint32)
+            labels, n = kernel(26, args.profile)(img, np.uint32)
         cp.cuda.Device().synchronize()
         print("profiled", args.profile, n)
         return 0
@@ -349,15 +275,13 @@ def main():
                 for conn in conns:
                     st = cp.asarray(structure(nd, conn))
                     full = conn == 3**nd - 1
-                    algs = list(gpu.PIXEL_ALGORITHMS)
-                    if full:
-                        algs = list(gpu.BLOCK_ALGORITHMS) + algs
+                    algs = BLOCK + PIXEL if full else PIXEL
                     ref, rn = cupyx_label(img, st)
                     t_cx, _ = timed(lambda st=st, img=img: cupyx_label(img, st), 3 if big else reps)
                     case = f"{tag} d={density} g={g} c={conn}"
                     print(f"{case}: cupyx {t_cx:.2f} ms, n={rn}", flush=True)
                     for alg in algs:
-                        kern = gpu._make(conn, alg)
+                        kern = kernel(conn, alg)
                         labels, n = kern(img, np.uint32)
                         ok = n == rn and bool(cp.array_equal(labels, ref))
                         del labels

@@ -71,13 +71,16 @@ import zarr  # noqa: E402
 from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 
 import tilelabel  # noqa: E402
-from tilelabel.config import byte_count  # noqa: E402
+from tilelabel.cluster.gpus import cuda_cluster  # noqa: E402
+from tilelabel.cluster.local import cluster_threads  # noqa: E402
 from tilelabel.cores import usable_cores  # noqa: E402
 from tilelabel.kernels.backends import cuda_available  # noqa: E402
-from tilelabel.pipeline.cluster import cluster_threads, cuda_cluster  # noqa: E402
 from tilelabel.pipeline.plan import plan_for_run, plan_for_storage  # noqa: E402
-from tilelabel.pipeline.zarr_io import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
+from tilelabel.resources.gpu import TARGET_VOXELS as GPU_TARGET  # noqa: E402
+from tilelabel.resources.host import TARGET_VOXELS as CPU_TARGET  # noqa: E402
+from tilelabel.storage.arrays import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
 from tilelabel.synth import write_random_zarr  # noqa: E402
+from tilelabel.validate import byte_count  # noqa: E402
 
 
 def start_peaks(gpu: bool, dask_worker=None) -> None:
@@ -195,17 +198,6 @@ class gc_pauses:  # noqa: N801 (used like a function)
         return self.pauses
 
 
-def write_counts() -> tuple[dict[str, int], dict[str, float]]:
-    """Since the last call, the output chunks this worker process compressed on each side
-    (encoders.tally) and the seconds its writes spent in each step (encoders.seconds)."""
-    from tilelabel.pipeline import encoders
-
-    counts, steps = dict(encoders.tally), dict(encoders.seconds)
-    encoders.tally.clear()
-    encoders.seconds.clear()
-    return counts, steps
-
-
 def cpu_cluster(workers: int) -> LocalCluster:
     return LocalCluster(
         n_workers=workers,
@@ -313,7 +305,8 @@ def zarr_copy(src: str, dst: str, client: Client, backend: str, chunks) -> None:
     chunks for ``backend``) with no labeling in between."""
     z = zarr.open_array(src)
     create_like(src, dst)
-    plan = plan_for_run(z.shape, storage_chunks(z), chunks, backend, cluster_threads(client))
+    target = GPU_TARGET if backend == "cuda" else CPU_TARGET
+    plan = plan_for_run(z.shape, storage_chunks(z), chunks, cluster_threads(client), target)
     slices = [plan.slices(i) for i in plan.indices()]
     n = len(slices)
     futures = client.map(_copy_chunk, [ZarrSource(src)] * n, [ZarrTarget(dst)] * n, slices)
@@ -569,12 +562,6 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
     t_digest = time.perf_counter()
     digest = output_digest(dst, client) if method.startswith("tilelabel") and args.digest else None
     t_digest = time.perf_counter() - t_digest
-    encoded, steps = Counter(host=0, device=0), Counter()
-    for counts, spent in client.run(write_counts).values():
-        encoded.update(counts)
-        steps.update(spent)
-    encoded = dict(encoded)
-    steps = {k: round(v, 3) for k, v in steps.items()}
     info = client.scheduler_info()["workers"]
     workers_gc = [p for peak in peaks for p in peak["gc"]]
     peaks = sorted(peaks, key=lambda p: p["rss"], reverse=True)
@@ -603,10 +590,6 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         "threads_per_worker": max(w["nthreads"] for w in info.values()),
         "phases": phases,
         "tasks": task_summary(stream.data, t0_wall),
-        # which side compressed the chunks the GPU could have (-hostencode: none could)
-        "encoded_chunks": encoded,
-        # seconds the writes spent in each step, all workers together (encoders.seconds)
-        "write_seconds": steps,
         "output_bytes": stored_bytes(dst),
         "client_objects": heap,
         # the high-water mark of this process (client and the local cluster's scheduler) so
@@ -759,8 +742,8 @@ def main() -> None:
         default=[""],
         metavar="NAME=VALUE[,NAME=VALUE]",
         help="environment settings to run every method under, a run of each per setting ('': "
-        "as started), which the runs' worker processes inherit; e.g. TILELABEL_CODEC_NICE=0 "
-        "or TILELABEL_CODEC_THREADS=2",
+        "as started), which the runs' worker processes inherit; e.g. DASK_TILELABEL__CODEC__NICE=0 "
+        "or DASK_TILELABEL__CODEC__THREADS=2",
     )
     p.add_argument(
         "--keep-labels",
@@ -926,7 +909,7 @@ def main() -> None:
     header = [
         *("size", "density", "method", "workers", "s", "GVox/s", "vs copy (same cluster)"),
         *("vs fastest copy", "vs dask-image", "peak host/worker GiB", "peak GPU/worker GiB"),
-        *("output MiB", "chunks compressed on the GPU", "worker CPU s (of it kernel)"),
+        *("output MiB", "worker CPU s (of it kernel)"),
     ]
 
     def line(*cells) -> str:
@@ -997,9 +980,6 @@ def main() -> None:
             name += f" [{r['env']}]"
         if args.repeat > 1:
             name += f" run {r.get('repeat', 0) + 1}"
-        encoded = r.get("encoded_chunks") or {}
-        shared = encoded.get("host", 0) + encoded.get("device", 0)
-        on_gpu = f"{100 * encoded.get('device', 0) / shared:.0f} %" if shared else ""
         use = r.get("worker_usage")
         cpu = f"{use['user_s'] + use['system_s']:.1f} ({use['system_s']:.1f})" if use else ""
         lines.append(
@@ -1008,7 +988,7 @@ def main() -> None:
                 *(f"{r['gvox_s']:.3f}", vs_copy, vs_best, vs_di),
                 f"{r['peak_rss_per_worker'] / 2**30:.2f}",
                 f"{r['peak_gpu_per_worker'] / 2**30:.2f}",
-                *(f"{r['output_bytes'] / 2**20:.0f}", on_gpu, cpu),
+                *(f"{r['output_bytes'] / 2**20:.0f}", cpu),
             )
         )
     if wrong:

@@ -82,3 +82,21 @@ def _restore_tilelabel_logger():
     yield
     log.handlers[:], log.propagate = state[0], state[1]
     log.setLevel(state[2])
+
+
+def summarize_block(
+    block: np.ndarray,
+    offset: tuple[int, ...],
+    volume: tuple[int, ...],
+    open_faces: tuple[tuple[bool, bool], ...],
+    connectivity: int,
+    backend: str = "cpu",
+    **kwargs,
+):
+    """:func:`tilelabel.pipeline.local.summarize` of ``block`` as a chunk at ``offset`` of a
+    volume of shape ``volume``, with ``open_faces`` towards other chunks."""
+    from tilelabel.pipeline.local import Labeler, summarize
+    from tilelabel.pipeline.plan import Chunk
+
+    chunk = Chunk((0,) * block.ndim, tuple(offset), tuple(block.shape), tuple(volume), open_faces)
+    return summarize(block, chunk=chunk, labeler=Labeler(backend, connectivity), **kwargs)

@@ -30,6 +30,16 @@ def _prepare(x: Any, connectivity, structure, caller: str) -> tuple[Any, int]:
     return x, conn_mod.normalize(x.ndim, connectivity, structure)
 
 
+def _size_filter(min_size, max_size, table: bool = False, intensity: bool = False):
+    """The statistics options of the in-memory API: its sizes checked as the run options'
+    (:mod:`tilelabel.options`), then together (:func:`tilelabel.pipeline.stats.options`)."""
+    from tilelabel.options import checked
+    from tilelabel.pipeline.stats import options
+
+    sizes = checked({"min_size": min_size, "max_size": max_size})
+    return options(table, sizes["min_size"], sizes["max_size"], intensity)
+
+
 def label(
     x: Any,
     connectivity: int | None = None,
@@ -71,14 +81,14 @@ def label(
         component's first voxel. Numpy in, numpy out; CuPy in, CuPy out; dask in, a lazy dask
         array and a lazy 0-d dask array for the count.
     """
-    from tilelabel.pipeline import stats as stats_mod
-
-    opts = stats_mod.options(min_size=min_size, max_size=max_size)
+    opts = _size_filter(min_size, max_size)
     x, conn = _prepare(x, connectivity, structure, "label")
     if _is_dask(x):
         from tilelabel.pipeline.lazy import label_dask
+        from tilelabel.pipeline.local import Labeler
 
-        return label_dask(x, conn, resolve_backend(backend), algorithm, dtype, min_size, max_size)
+        labeler = Labeler(resolve_backend(backend), conn, algorithm)
+        return label_dask(x, labeler=labeler, dtype=dtype, min_size=min_size, max_size=max_size)
     if _is_cupy(x):
         if backend not in ("auto", "cuda"):
             raise ValueError(f"a CuPy array is labeled with backend 'cuda', not {backend!r}")
@@ -90,10 +100,12 @@ def label(
         raise ValueError("input contains NaN; NaN is neither foreground nor background")
     be = get_backend(name)
     bound = conn_mod.max_components(tuple(x.shape), conn)
-    labels, n = be.label(x, conn, label_dtype(bound), algorithm)
+    labels, n = be.label(x, connectivity=conn, dtype=label_dtype(bound), algorithm=algorithm)
     if opts is not None:
         count = be.label_stats(labels, n, (0,) * x.ndim)["count"][:, 0]
-        lut = stats_mod.filter_lut(count, opts)
+        from tilelabel.pipeline.stats import filter_lut
+
+        lut = filter_lut(count, opts)
         n = int(lut.max(initial=0))
         lut = lut.astype(label_dtype(n, dtype))
         if _is_cupy(x):
@@ -110,14 +122,63 @@ def label(
     return labels, n
 
 
-def label_zarr(src, dst, **kwargs) -> int:
-    """Label a zarr array into a new zarr array; returns the number of components.
+#: What ``label_zarr`` says before its parameters (the options', :mod:`tilelabel.options`)
+_LABEL_ZARR_HEAD = """Label the zarr array ``input`` into a new zarr array ``output``.
 
-    See :func:`tilelabel.pipeline.runner.label_zarr` for the parameters.
-    """
-    from tilelabel.pipeline.runner import label_zarr as run
+The output equals ``scipy.ndimage.label`` of the whole volume, voxel for voxel: labels 1..count
+in raster order of each component's first voxel, whatever the chunking, the cluster and the
+backend. It runs on a dask cluster: the one of ``client``, ``scheduler`` or ``cluster``, the
+active client, or else a local cluster started for the run (of GPU workers with ``cuda``).
 
-    return run(src, dst, **kwargs)
+Returns the component count; ``(count, DataFrame)`` with ``stats=True``; with
+``return_result``, a :class:`tilelabel.pipeline.finishing.Result` (count, voxels, seconds,
+dtype, backend, table and the seconds of each phase).
+"""
+
+#: ``label_zarr``'s parameters that only Python can pass (no flag, no config key)
+_PYTHON_ONLY = {
+    "structure": (
+        None,
+        "One of scipy's standard structuring elements, as an alternative to ``connectivity``.",
+    ),
+    "client": (None, "A ``distributed.Client`` to run on (it is left running)."),
+    "progress": (False, "Show a progress bar per phase."),
+    "return_result": (False, "Return the run's ``Result`` rather than the count."),
+}
+
+
+def label_zarr(input, output=None, **kwargs):
+    from tilelabel.options import Options
+    from tilelabel.pipeline.run import label_zarr as run
+
+    extra = {name: kwargs.pop(name, default) for name, (default, _) in _PYTHON_ONLY.items()}
+    result = run(
+        Options(input=input, output=output, **kwargs),
+        client=extra["client"],
+        structure=extra["structure"],
+        progress=extra["progress"],
+    )
+    if extra["return_result"]:
+        return result
+    return (result.components, result.table) if kwargs.get("stats") is True else result.components
+
+
+def _document_label_zarr() -> None:
+    """``label_zarr``'s signature and docstring, made from the options' one declaration."""
+    import inspect
+
+    from tilelabel import options
+
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+        for name, (default, _) in _PYTHON_ONLY.items()
+    ]
+    label_zarr.__signature__ = options.signature(extra)
+    docs = {name: text for name, (_, text) in _PYTHON_ONLY.items()}
+    label_zarr.__doc__ = _LABEL_ZARR_HEAD + "\n" + options.parameters_doc(docs) + "\n"
+
+
+_document_label_zarr()
 
 
 def regionprops(
@@ -147,16 +208,18 @@ def regionprops(
     x, conn = _prepare(x, connectivity, structure, "regionprops")
     if intensity is not None and tuple(intensity.shape) != tuple(x.shape):
         raise ValueError(f"intensity shape {tuple(intensity.shape)} differs from {tuple(x.shape)}")
-    opts = stats_mod.options(True, min_size, max_size, intensity is not None)
+    opts = _size_filter(min_size, max_size, table=True, intensity=intensity is not None)
     if _is_dask(x):
         import dask.array as da
 
         from tilelabel.pipeline.lazy import regionprops_dask
+        from tilelabel.pipeline.local import Labeler
 
         if intensity is not None and not _is_dask(intensity):
             intensity = da.from_array(np.asarray(intensity), chunks=x.chunks)
+        labeler = Labeler(resolve_backend(backend), conn, algorithm)
         return regionprops_dask(
-            x, conn, resolve_backend(backend), algorithm, intensity, min_size, max_size
+            x, labeler=labeler, intensity=intensity, min_size=min_size, max_size=max_size
         )
     name = "cuda" if _is_cupy(x) else resolve_backend(backend)
     if not _is_cupy(x):
@@ -165,6 +228,6 @@ def regionprops(
         raise ValueError("input contains NaN; NaN is neither foreground nor background")
     be = get_backend(name)
     bound = conn_mod.max_components(tuple(x.shape), conn)
-    labels, n = be.label(x, conn, label_dtype(bound), algorithm)
+    labels, n = be.label(x, connectivity=conn, dtype=label_dtype(bound), algorithm=algorithm)
     stats = be.label_stats(labels, n, (0,) * x.ndim, intensity)
     return stats_mod.to_frame(stats_mod.table_of(stats, opts))

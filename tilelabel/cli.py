@@ -40,25 +40,6 @@ def _ints(text: str) -> tuple[int, ...]:
     return vals
 
 
-def _bytes_arg(text: str) -> int:
-    from tilelabel.config import byte_count
-
-    try:
-        return byte_count(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected {e}, got {text!r}") from None
-
-
-def _count_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
 def _density(text: str) -> float:
     v = float(text)
     if not 0.0 <= v <= 1.0:
@@ -67,7 +48,7 @@ def _density(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tilelabel.pipeline.encoders import DEFAULT_TURNS, MIN_OUTPUT_TILES
+    from tilelabel.options import add_flags
 
     p = argparse.ArgumentParser(
         prog="tilelabel",
@@ -86,109 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    lab.add_argument("input", nargs="?", help="path or URL of the input zarr array")
-    lab.add_argument(
-        "output",
-        nargs="?",
-        help="path or URL of the output zarr array (optional for an OME-Zarr image input: "
-        "then the labels go into its labels/ group)",
-    )
-    lab.add_argument(
-        "--connectivity",
-        "-c",
-        type=int,
-        help="1..ndim (scikit-image style) or 4/8 (2D), 6/18/26 (3D); default full",
-    )
-    lab.add_argument(
-        "--chunks", type=_ints, help="processing chunk Z,Y,X: whole multiples of the storage chunks"
-    )
-    lab.add_argument(
-        "--backend", choices=("auto", "cpu", "cuda"), help="auto (default) uses GPUs when usable"
-    )
-    lab.add_argument("--algorithm", help="kernel name (e.g. bke, buf, uf); default: fastest")
-    lab.add_argument(
-        "--workers",
-        type=int,
-        help="workers of the local cluster (default: one per core; with cuda: GPUs, default all)",
-    )
-    lab.add_argument(
-        "--workers-per-gpu",
-        type=int,
-        metavar="N",
-        help="worker processes per GPU of the local GPU cluster (default 1)",
-    )
-    lab.add_argument("--scheduler", help="address of a running dask scheduler (or scheduler file)")
-    lab.add_argument(
-        "--dtype",
-        choices=("auto", "uint32", "uint64"),
-        help="label dtype; auto (default) picks uint32 when the count fits",
-    )
-    lab.add_argument(
-        "--overwrite", action="store_true", default=None, help="replace OUTPUT if it exists"
-    )
-    lab.add_argument(
-        "--stats",
-        metavar="PATH",
-        help="write per-component statistics (regionprops_table columns) as Parquet to PATH",
-    )
-    lab.add_argument(
-        "--intensity", metavar="ZARR", help="zarr array of the input's shape: intensity statistics"
-    )
-    lab.add_argument("--min-size", type=int, metavar="N", help="drop components of < N voxels")
-    lab.add_argument("--max-size", type=int, metavar="N", help="drop components of > N voxels")
-    lab.add_argument(
-        "--keep-labels",
-        type=_bytes_arg,
-        metavar="SIZE",
-        help="memory per worker (GPU memory with cuda) for chunk labels kept from the labeling "
-        "pass, so that the writing pass skips reading and labeling them again (e.g. 8GB; "
-        "default: one chunk's labels where the run has no more chunks than worker threads, "
-        "else none; 0: none)",
-    )
-    lab.add_argument(
-        "--no-keep-input",
-        dest="keep_input",
-        action="store_const",
-        const=False,
-        help="read and decode every chunk again in the writing pass, instead of keeping its "
-        "foreground (one bit per voxel, at most one chunk's labels of memory per worker)",
-    )
-    enc = lab.add_mutually_exclusive_group()
-    enc.add_argument(
-        "--gpu-encode",
-        dest="gpu_encode",
-        action="store_const",
-        const=True,
-        help="with cuda, compress every output chunk on the GPU (nvCOMP zstd, where installed "
-        "and the output's codec is plain zstd) instead of zarr on the host (default: "
-        f"--gpu-encoders {DEFAULT_TURNS} where the output has at least "
-        f"{MIN_OUTPUT_TILES} storage chunks, else --no-gpu-encode)",
-    )
-    enc.add_argument(
-        "--gpu-encoders",
-        dest="gpu_encode",
-        type=_count_arg,
-        metavar="N",
-        help="let at most N worker threads per GPU compress output chunks on it at once; a "
-        "write waits for one of those turns about as long as the host would take to compress "
-        "its chunk, else hands it to zarr on the host",
-    )
-    enc.add_argument(
-        "--no-gpu-encode",
-        dest="gpu_encode",
-        action="store_const",
-        const=False,
-        help="let zarr compress the output on the host whatever the cluster",
-    )
+    add_flags(lab)  # every run option's flags (tilelabel.options)
     lab.add_argument("--config", help="YAML run config; flags given here override it")
-    ome = lab.add_argument_group("OME-Zarr image input")
-    ome.add_argument("--channel", type=int, help="channel to label (index along the c axis)")
-    ome.add_argument("--timepoint", type=int, help="time point to label (index along the t axis)")
-    ome.add_argument(
-        "--ome-labels",
-        metavar="NAME",
-        help="write the labels into the image as labels/NAME (default without OUTPUT: tilelabel)",
-    )
     lab.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     lab.add_argument("--verbose", "-v", action="count", default=0, help="log more (-vv: debug)")
 
@@ -231,48 +111,19 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 
 def _label(args: argparse.Namespace) -> int:
     from tilelabel import config
-    from tilelabel.pipeline.runner import label_zarr
+    from tilelabel.options import Options, given
+    from tilelabel.pipeline.run import label_zarr
 
     opts = config.load(args.config) if args.config else {}
-    for key in (
-        "input",
-        "output",
-        "connectivity",
-        "chunks",
-        "backend",
-        "algorithm",
-        "dtype",
-        "overwrite",
-        "workers",
-        "workers_per_gpu",
-        "scheduler",
-        "channel",
-        "timepoint",
-        "ome_labels",
-        "stats",
-        "intensity",
-        "min_size",
-        "max_size",
-        "keep_labels",
-        "keep_input",
-        "gpu_encode",
-    ):
-        value = getattr(args, key)
-        if value is not None:
-            opts[key] = value
-    if args.scheduler is not None:  # --scheduler replaces the config's cluster section
+    flags = given(args)
+    if "scheduler" in flags:  # --scheduler replaces the config's cluster section
         opts.pop("cluster", None)
+    opts.update(flags)
     missing = [k.upper() for k in ("input", "output") if not opts.get(k)]
     if "INPUT" in missing:  # OUTPUT may be left out for an OME-Zarr image (labels into it)
         raise ValueError(f"missing {' and '.join(missing)} (give them as arguments or in --config)")
     progress = not args.quiet and sys.stderr.isatty()
-    result = label_zarr(
-        opts.pop("input"),
-        opts.pop("output", None),
-        progress=progress,
-        return_result=True,
-        **opts,
-    )
+    result = label_zarr(Options(**opts), progress=progress)
     print(f"tilelabel: {result.summary()}")
     return 0
 

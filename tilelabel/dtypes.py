@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilelabel.connectivity import max_components
+
 UINT32_MAX = int(np.iinfo(np.uint32).max)
 LABEL_DTYPES = {"uint32": np.dtype(np.uint32), "uint64": np.dtype(np.uint64)}
 
@@ -32,6 +34,11 @@ def label_dtype(max_label: int, requested: str | np.dtype = "auto") -> np.dtype:
     return LABEL_DTYPES["uint32"] if fits else LABEL_DTYPES["uint64"]
 
 
+def local_dtype(block_shape: tuple[int, ...], connectivity: int) -> np.dtype:
+    """Label dtype of a chunk's local labels: uint32 unless the chunk could overflow it."""
+    return label_dtype(max_components(tuple(block_shape), connectivity))
+
+
 def row_count_dtype(row_length: int) -> np.dtype:
     """The dtype of a chunk's per-row counts of the labels whose first voxel lies in that row.
 
@@ -39,7 +46,7 @@ def row_count_dtype(row_length: int) -> np.dtype:
     so a row of ``row_length`` voxels holds at most ``ceil(row_length / 2)``: uint16 for the
     512-voxel rows of 512^3 chunks, a quarter of int64's bytes. Those counts, and a chunk's
     lookup spec built from them, stay on the worker that labeled the chunk from the merge until
-    the chunk is written: at 4096^3 on 16 workers, 32 chunks' worth per worker.
+    the chunk is written, for every chunk it labeled.
     """
     return count_dtype((int(row_length) + 1) // 2)
 

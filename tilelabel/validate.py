@@ -1,10 +1,22 @@
-"""Input checks shared by the Python API, the zarr runner and the CLI: one message per mistake."""
+"""Checks shared by every entry point: one message per mistake.
+
+:func:`check_input` refuses arrays that cannot be labeled. The value checks below normalise an
+option's value or raise a ``ValueError`` whose message says what is expected; the option table
+(:mod:`tilelabel.options`) and the ``cluster:`` kinds (:mod:`tilelabel.cluster.kinds`) use them,
+so a value is checked the same way from the command line, a run config and Python.
+"""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from tilelabel.connectivity import check_ndim
+
+Check = Callable[[Any], Any]
 
 
 def check_input(shape: tuple[int, ...], dtype: np.dtype, what: str = "input") -> None:
@@ -18,3 +30,100 @@ def check_input(shape: tuple[int, ...], dtype: np.dtype, what: str = "input") ->
             f"{what} has dtype {dtype}, which is not numeric; tilelabel takes bool, integer or "
             "float arrays (nonzero is foreground)"
         )
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def at_least(low: int, what: str) -> Check:
+    """An integer >= ``low`` (numpy integers too), as a Python int."""
+
+    def check(value: Any) -> int:
+        if not _integer(value) or value < low:
+            raise ValueError(what)
+        return int(value)
+
+    return check
+
+
+positive_int = at_least(1, "a positive integer")
+index = at_least(0, "an integer >= 0")
+voxels = at_least(0, "a number of voxels (an integer >= 0)")
+
+
+def positive_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError("a positive number")
+    return value
+
+
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError("true or false")
+    return bool(value)
+
+
+def text(what: str) -> Check:
+    """A string (a path-like is taken as its string)."""
+
+    def check(value: Any) -> str:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if not isinstance(value, str):
+            raise ValueError(what)
+        return value
+
+    return check
+
+
+def choice(*options: str) -> Check:
+    def check(value: Any) -> str:
+        if value not in options:
+            raise ValueError(f"one of {', '.join(options)}")
+        return value
+
+    return check
+
+
+def sizes(value: Any) -> tuple[int, ...]:
+    """Positive integers, one per axis: a list, a tuple or ``"64,64,64"``."""
+    if isinstance(value, str):
+        value = [v for v in value.replace(" ", "").split(",") if v]
+    what = "a list of positive integers, e.g. [256, 256, 256]"
+    if not isinstance(value, list | tuple) or not value:
+        raise ValueError(what)
+    if not all((_integer(v) and v > 0) or (isinstance(v, str) and v.isdigit()) for v in value):
+        raise ValueError(what)
+    if any(int(v) <= 0 for v in value):
+        raise ValueError(what)
+    return tuple(int(v) for v in value)
+
+
+def byte_count(value: Any) -> int:
+    """A number of bytes: an integer >= 0 or a size such as ``512MB`` or ``4 GiB``."""
+    what = "a number of bytes (an integer >= 0, or a size such as 512MB or 4GiB)"
+    if isinstance(value, str):
+        from dask.utils import parse_bytes
+
+        try:
+            value = parse_bytes(value)
+        except (ValueError, TypeError):
+            raise ValueError(what) from None
+    if not _integer(value) or value < 0:
+        raise ValueError(what)
+    return int(value)
+
+
+def mapping(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError("a mapping of option: value")
+    return dict(value)
+
+
+def strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("a list of strings")
+    return list(value)

@@ -1,5 +1,5 @@
 """What every backend offers the pipeline beyond labeling: the foreground it labels, packed to
-bits and back (the writing pass labels kept bits again)."""
+bits and back (the writing pass labels kept bits again), and an encoder where it has one."""
 
 from __future__ import annotations
 
@@ -71,3 +71,20 @@ def test_label_first_gives_the_labels_and_each_ones_first_voxel(backend, conn):
     assert isinstance(first, np.ndarray) and first.dtype == np.int64
     np.testing.assert_array_equal(first, want)
     np.testing.assert_array_equal(be.first_indices(labels, n), want)
+
+
+def test_the_cpu_backend_leaves_encoding_to_zarr():
+    assert get_backend("cpu").encoder is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU usable via CuPy")
+def test_the_cuda_backend_has_an_encoder():
+    from tilelabel.kernels.backends import Encoder
+    from tilelabel.kernels.gpu import device_id
+
+    enc = get_backend("cuda").encoder
+    for method in (m for m in vars(Encoder) if not m.startswith("_")):
+        assert callable(getattr(enc, method)), method
+    assert enc.device() == device_id()
+    assert not enc.available("blosc") and not enc.ready("blosc")

@@ -106,25 +106,34 @@ def test_random_volumes(combo, dims, density, seed, u64):
 
 
 @pytest.mark.parametrize("nd", [2, 3])
-def test_bke_tile_every_tile_config(nd):
-    """Each compiled tile shape of bke_tile, on volumes spanning several tiles in every axis
-    (partial tiles at the far faces, odd sides) and one full volume (one component)."""
-    from tilelabel.kernels import gpu
-
+def test_bke_tile_across_tiles(nd):
+    """bke_tile on volumes spanning several tiles in every axis (partial tiles at the far faces,
+    odd sides) and one full volume (one component)."""
     conn = 3**nd - 1
     shapes = [(150, 130), (257, 131)] if nd == 2 else [(37, 41, 71), (20, 66, 67)]
     rng = np.random.default_rng(21 + nd)
-    keep = gpu.TILE[nd]
-    try:
-        for cfg in gpu.TILE_CONFIGS[nd]:
-            gpu.TILE[nd] = cfg
-            for shape in shapes:
-                for density in (0.1, 0.3, 0.6, 1.0):
-                    img = (rng.random(shape) < density).astype(np.uint8)
-                    for dtype in DTYPES:
-                        _check(img, conn, "bke_tile", dtype, f"tile{cfg}-{shape}-{density}")
-    finally:
-        gpu.TILE[nd] = keep
+    for shape in shapes:
+        for density in (0.1, 0.3, 0.6, 1.0):
+            img = (rng.random(shape) < density).astype(np.uint8)
+            for dtype in DTYPES:
+                _check(img, conn, "bke_tile", dtype, f"tile-{shape}-{density}")
+
+
+def test_kernels_compile_once_per_device_and_labeling():
+    """A labeling compiles only the kernels it launches, once: a second labeling of the same
+    kind gets the same kernels without compiling."""
+    cp = _cp()
+    from tilelabel.kernels.gpu_ccl import kernel_names
+    from tilelabel.kernels.gpu_compile import kernels
+
+    img = cp.asarray((np.random.default_rng(2).random((20, 22, 24)) < 0.4).astype(np.uint8))
+    _kernel(3, 26, "bke_tile")(img, np.uint32)
+    names = kernel_names("bke_tile", 3, 26, np.uint32, True)
+    assert set(names) == {"tile", "block", "renumber"}
+    for family, exprs in names.items():
+        got = kernels(family, exprs)
+        assert set(got) == set(exprs)
+        assert kernels(family, tuple(reversed(exprs))) is got  # one module per set of names
 
 
 def test_input_values_other_than_one():
@@ -325,13 +334,13 @@ def test_3d_over_2_32_voxels(conn, alg, dtype):
     _big((1025, 2048, 2048), conn, alg, dtype, tail=4)
 
 
-def test_chunk_memory_counts_the_encoder_only_where_it_can_run():
+def test_device_memory_counts_the_encoder_only_where_it_can_run():
     from tilelabel.kernels import gpu_codec
-    from tilelabel.kernels.backends import chunk_memory
+    from tilelabel.kernels.gpu import device_memory
 
     shape = (64, 96, 128)
-    plain = chunk_memory("cuda", shape, np.uint32, 26, False)
-    encoding = chunk_memory("cuda", shape, np.uint32, 26, True)
+    plain = device_memory(shape, np.uint32, 26, False)
+    encoding = device_memory(shape, np.uint32, 26, True)
     assert plain[3] == encoding[3] and isinstance(plain[3], str)  # the GPU's bus id
     # tiles, frames and nvCOMP's scratch: 9 bytes per output byte, with nvCOMP; else nothing
     extra = encoding[0] - plain[0]

@@ -38,16 +38,18 @@ def test_frames_decode_on_the_cpu(shape, tile, dtype):
     from tilelabel.synth import random_volume
 
     be = get_backend("cuda")
-    assert be.can_encode("zstd") and not be.can_encode("blosc")
+    enc = be.encoder
+    assert enc.available("zstd") and not enc.available("blosc")
+    assert isinstance(enc.device(), str)  # the GPU's bus id
     img = random_volume(shape, 0.3, 1, seed=5)
     if shape[0] > tile[0]:
         img[: tile[0]] = 0  # a slab of empty tiles, left out
     labels, n = be.label(img, 3 ** len(shape) - 1, np.uint32)
     lut = np.random.default_rng(1).permutation(n + 1).astype(dtype)
     lut[0] = 0
-    be.warm_encoder("blosc")  # not an encoder here: nothing to load
-    be.warm_encoder("zstd")
-    frames = be.encode_tiles(labels, lut, tile, "zstd")
+    enc.warm("blosc")  # not an encoder here: nothing to load
+    enc.warm("zstd")
+    frames = enc.encode_tiles(labels, lut, tile, "zstd")
     want = {}
     for indices, tiles, nonzero in tile_slabs(lut[cp.asnumpy(labels)], tile, np):
         want.update((idx, tiles[k]) for k, idx in enumerate(indices) if nonzero[k])
@@ -65,12 +67,12 @@ def test_the_encoder_is_ready_once_warmed():
 
     code = (
         "from tilelabel.kernels.backends import get_backend\n"
-        "be = get_backend('cuda')\n"
-        "print(be.encoder_ready('zstd'))\n"
-        "be.warm_encoder('blosc')\n"
-        "print(be.encoder_ready('zstd'))\n"
-        "be.warm_encoder('zstd')\n"
-        "print(be.encoder_ready('zstd'), be.encoder_ready('blosc'))\n"
+        "enc = get_backend('cuda').encoder\n"
+        "print(enc.ready('zstd'))\n"
+        "enc.warm('blosc')\n"
+        "print(enc.ready('zstd'))\n"
+        "enc.warm('zstd')\n"
+        "print(enc.ready('zstd'), enc.ready('blosc'))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False", "True", "False"]

@@ -6,15 +6,15 @@ import numpy as np
 from dask.sizeof import sizeof
 from distributed import Client, LocalCluster
 
+from tests.conftest import summarize_block
 from tilelabel.pipeline import numbering
-from tilelabel.pipeline.local import summarize
 from tilelabel.synth import random_volume
 
 
 def _summary(shape=(40, 48, 56)):
     block = random_volume(shape, 0.3, 1, seed=5)
-    open_faces = ((True, True),) * 3
-    return summarize(block, "chunk", (0, 0, 0), shape, open_faces, "cpu", 26, None)
+    summary = summarize_block(block, (0, 0, 0), shape, ((True, True),) * 3, 26)
+    return summary.borders, summary.counts
 
 
 def _nbytes(arrays) -> int:
@@ -27,7 +27,7 @@ def test_a_summary_counts_its_arrays():
     assert faces > 0
     assert sizeof(borders) >= faces + borders.ids.nbytes + borders.keys.nbytes
     assert sizeof(counts) >= counts.row_counts.nbytes + counts.ids.nbytes + counts.keys.nbytes
-    assert sizeof((borders, counts)) >= sizeof(borders) + sizeof(counts)
+    assert sizeof(_whole_summary()) >= sizeof(borders) + sizeof(counts)
 
 
 def test_a_lookup_spec_counts_its_arrays():
@@ -39,14 +39,20 @@ def test_a_lookup_spec_counts_its_arrays():
     assert sizeof(spec) >= spec.row_counts.nbytes + spec.row_step.nbytes + finals.nbytes
 
 
+def _whole_summary():
+    block = random_volume((40, 48, 56), 0.3, 1, seed=5)
+    return summarize_block(block, (0, 0, 0), block.shape, ((True, True),) * 3, 26)
+
+
 def test_the_scheduler_learns_a_summary_s_size_from_the_worker_that_made_it():
     """The sizes are registered in the worker processes too, which report them."""
     with (
         LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster,
         Client(cluster) as client,
     ):
-        future = client.submit(_summary)
-        borders, counts = future.result()
+        future = client.submit(_whole_summary)
+        summary = future.result()
+        borders, counts = summary.borders, summary.counts
         key = future.key
         nbytes = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.tasks[key].nbytes)
     assert nbytes >= _nbytes(borders.faces) + counts.row_counts.nbytes
@@ -56,8 +62,6 @@ def test_row_counts_are_as_narrow_as_a_row_allows():
     """A 3D checkerboard, every voxel a component of its own under 6-connectivity: 255 first
     voxels in each 510-voxel row, uint8's most."""
     block = (np.indices((2, 3, 510)).sum(axis=0) % 2 == 0).astype(np.uint8)
-    _, counts = summarize(
-        block, "chunk", (0, 0, 0), block.shape, ((False, False),) * 3, "cpu", 6, None
-    )
+    counts = summarize_block(block, (0, 0, 0), block.shape, ((False, False),) * 3, 6).counts
     assert counts.row_counts.dtype == np.uint8
     assert counts.row_counts.max() == 255 and counts.n == 255 * 6

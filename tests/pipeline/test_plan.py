@@ -1,6 +1,18 @@
 import pytest
 
-from tilelabel.pipeline.plan import ChunkPlan, forward_steps, plan_for_run, plan_for_storage
+from tilelabel.pipeline.plan import ChunkPlan, forward_steps, plan_for_storage
+from tilelabel.resources.gpu import TARGET_VOXELS as GPU_TARGET
+from tilelabel.resources.host import TARGET_VOXELS as CPU_TARGET
+
+
+def plan_for_run(shape, storage, chunks, target, threads, min_tiles=1):
+    """The plan of a run on ``threads`` worker threads with the ``target`` of a backend."""
+    from tilelabel.pipeline.plan import plan_for_run as plan
+
+    return plan(shape, storage, chunks, threads, target, min_tiles)
+
+
+CUDA, CPU = GPU_TARGET, CPU_TARGET
 
 
 def test_forward_steps_cover_every_neighbour_once():
@@ -42,40 +54,31 @@ def test_plan_geometry():
         ChunkPlan((5,), ((2, 2),))
 
 
-def test_shrink_to_fit_keeps_storage_multiples():
-    from tilelabel.pipeline.plan import shrink_to_fit
-
-    fit = shrink_to_fit((1024, 1024, 1024), (64, 64, 64), 0.3)
-    assert all(f % 64 == 0 for f in fit)
-    assert fit[0] * fit[1] * fit[2] <= 0.3 * 1024**3
-    assert shrink_to_fit((1024, 1024, 1024), (128, 128, 128), 0.001) == (128, 128, 128)
-
-
 def test_run_plan_gives_every_thread_two_chunks_of_small_volumes():
     # 512^3 voxels, 16 threads: at most 2**27 / 32 = 2**22 voxels per chunk
-    plan = plan_for_run((512, 512, 512), (64, 64, 64), None, "cuda", 16)
+    plan = plan_for_run((512, 512, 512), (64, 64, 64), None, CUDA, 16)
     assert plan.max_block_shape() == (128, 128, 192) and plan.nchunks >= 32
     # a large volume keeps the backend's target (512^3 for cuda, 256^3 for cpu)
-    big = plan_for_run((4096, 4096, 4096), (128, 128, 128), None, "cuda", 16)
+    big = plan_for_run((4096, 4096, 4096), (128, 128, 128), None, CUDA, 16)
     assert big.max_block_shape() == (512, 512, 512)
-    cpu = plan_for_run((4096, 4096, 4096), (128, 128, 128), None, "cpu", 16)
+    cpu = plan_for_run((4096, 4096, 4096), (128, 128, 128), None, CPU, 16)
     assert cpu.max_block_shape() == (256, 256, 256)
     # explicit chunks win; a tiny volume still gets its storage chunks
-    assert plan_for_run((512,) * 3, (64,) * 3, (256,) * 3, "cuda", 16).nchunks == 8
-    assert plan_for_run((8, 8), (4, 4), None, "cpu", 64).max_block_shape() == (4, 4)
+    assert plan_for_run((512,) * 3, (64,) * 3, (256,) * 3, CUDA, 16).nchunks == 8
+    assert plan_for_run((8, 8), (4, 4), None, CPU, 64).max_block_shape() == (4, 4)
 
 
 def test_run_plan_keeps_enough_tiles_for_a_gpu_encoder():
     # 1024^3 in 128^3 tiles, 16 threads: 48 chunks of 24 tiles, or 8 of 64 where the GPU
     # compresses the output (it compresses one chunk's tiles side by side)
-    assert plan_for_run((1024,) * 3, (128,) * 3, None, "cuda", 16).nchunks == 48
-    gpu = plan_for_run((1024,) * 3, (128,) * 3, None, "cuda", 16, min_tiles=64)
+    assert plan_for_run((1024,) * 3, (128,) * 3, None, CUDA, 16).nchunks == 48
+    gpu = plan_for_run((1024,) * 3, (128,) * 3, None, CUDA, 16, min_tiles=64)
     assert gpu.max_block_shape() == (512, 512, 512) and gpu.nchunks == 8
     # never above the backend's target, however large the tiles
-    huge = plan_for_run((2048,) * 3, (256,) * 3, None, "cuda", 16, min_tiles=64)
+    huge = plan_for_run((2048,) * 3, (256,) * 3, None, CUDA, 16, min_tiles=64)
     assert huge.max_block_shape() == (512, 512, 512)
     # more tiles than the floor where the volume allows two chunks per thread anyway
-    small_tiles = plan_for_run((1024,) * 3, (64,) * 3, None, "cuda", 16, min_tiles=64)
+    small_tiles = plan_for_run((1024,) * 3, (64,) * 3, None, CUDA, 16, min_tiles=64)
     assert all(b >= 256 for b in small_tiles.max_block_shape())
     # explicit chunks win
-    assert plan_for_run((1024,) * 3, (128,) * 3, (256,) * 3, "cuda", 16, 64).nchunks == 64
+    assert plan_for_run((1024,) * 3, (128,) * 3, (256,) * 3, CUDA, 16, 64).nchunks == 64

@@ -11,8 +11,9 @@ from scipy import ndimage
 
 from tilelabel.connectivity import structure
 from tilelabel.pipeline import tree
-from tilelabel.pipeline.graph import Source, build_merge_graph
-from tilelabel.pipeline.merge import POSITION_BITS
+from tilelabel.pipeline.borders import POSITION_BITS
+from tilelabel.pipeline.graph import Source, build
+from tilelabel.pipeline.local import Labeler
 from tilelabel.pipeline.plan import plan_for_storage
 from tilelabel.pipeline.stats import options
 from tilelabel.synth import random_volume
@@ -44,7 +45,7 @@ def test_each_level_covers_the_grid_once_and_each_node_is_its_childrens_union(gr
 def merge_graph(img: np.ndarray, chunks: tuple[int, ...], conn: int, **kw):
     plan = plan_for_storage(img.shape, (1,) * img.ndim, chunks)
     source = Source(lambda idx: img[plan.slices(idx)])
-    return plan, build_merge_graph(source, plan, conn, "cpu", **kw)
+    return plan, build(source=source, plan=plan, labeler=Labeler("cpu", conn), **kw)
 
 
 def computed(graph, names_and_indices):
@@ -135,7 +136,7 @@ def test_pairs_given_twice_resolve_the_same():
     ]
     t = tree.Tree(plan.grid)
     lo, hi = t.box(1, (0, 0, 0))
-    joins, _ = tree.up(lo, hi, plan.grid, twice)
+    joins, _ = tree.up(twice, lo=lo, hi=hi, grid=plan.grid)
     assert np.all(joins.values["root"] == 0)  # the root is voxel 0 for every label
     roots = computed(graph, [("roots", i) for i in plan.indices()])
     assert all(np.all(r == 0) for r in roots)

@@ -3,12 +3,19 @@
 Kernels know nothing of dask or zarr; see :mod:`tilelabel.kernels.registry` for the contract.
 """
 
-from tilelabel.kernels.backends import Backend, BackendUnavailable, get_backend, resolve_backend
+from tilelabel.kernels.backends import (
+    Backend,
+    BackendUnavailable,
+    Encoder,
+    get_backend,
+    resolve_backend,
+)
 from tilelabel.kernels.registry import algorithms, get_kernel
 
 __all__ = [
     "Backend",
     "BackendUnavailable",
+    "Encoder",
     "algorithms",
     "get_backend",
     "get_kernel",

@@ -20,8 +20,46 @@ class BackendUnavailable(RuntimeError):
     """The requested backend cannot run here (for example ``cuda`` without a usable GPU)."""
 
 
+class Encoder(Protocol):
+    """Compresses output chunks on the backend's device (an optional capability of a backend).
+
+    A device that compresses faster than the host's codec pool takes that work off the host and
+    copies back compressed bytes instead of labels.
+    """
+
+    def device(self) -> str:
+        """The device this thread's work runs on, the same string in every process that shares
+        it (a GPU's PCI bus id): processes on one device share its encoder."""
+        ...
+
+    def available(self, codec: str) -> bool:
+        """Whether :meth:`encode_tiles` can compress with ``codec`` here (``"zstd"``)."""
+        ...
+
+    def ready(self, codec: str) -> bool:
+        """Whether :meth:`encode_tiles` can compress with ``codec`` here without loading anything
+        first (:meth:`warm` has finished in this process)."""
+        ...
+
+    def warm(self, codec: str) -> None:
+        """Load what :meth:`encode_tiles` needs for ``codec`` ahead of its first call (a no-op
+        where it is not :meth:`available`)."""
+        ...
+
+    def encode_tiles(
+        self, labels: Any, lut: np.ndarray, tile: tuple[int, ...], codec: str
+    ) -> dict[tuple[int, ...], memoryview]:
+        """``lut[labels]`` cut into tiles of shape ``tile`` (see
+        :func:`tilelabel.kernels.tiles.tile_slabs`), each nonzero one compressed with ``codec``
+        into host bytes, keyed by its tile index within the block. Only where
+        :meth:`available` says so."""
+        ...
+
+
 class Backend(Protocol):
     name: str
+    #: compresses output chunks on the device; None: zarr compresses them on the host
+    encoder: Encoder | None
 
     def label(
         self, block: np.ndarray, connectivity: int, dtype: np.dtype, algorithm: str | None = None
@@ -56,35 +94,6 @@ class Backend(Protocol):
         drops it, so a GPU backend may return page-locked memory (a faster copy back)."""
         ...
 
-    def device(self) -> str:
-        """Which device this thread's work runs on, the same string in every process that
-        shares it (a GPU's PCI bus id; ``"host"`` for the CPU)."""
-        ...
-
-    def can_encode(self, codec: str) -> bool:
-        """Whether :meth:`encode_tiles` can compress with ``codec`` here (``"zstd"``)."""
-        ...
-
-    def warm_encoder(self, codec: str) -> None:
-        """Load what :meth:`encode_tiles` needs for ``codec`` ahead of its first call (a no-op
-        where it cannot encode ``codec``)."""
-        ...
-
-    def encoder_ready(self, codec: str) -> bool:
-        """Whether :meth:`encode_tiles` can compress with ``codec`` here without loading
-        anything first (:meth:`warm_encoder` has finished in this process)."""
-        ...
-
-    def encode_tiles(
-        self, labels: Any, lut: np.ndarray, tile: tuple[int, ...], codec: str
-    ) -> dict[tuple[int, ...], memoryview]:
-        """``lut[labels]`` cut into tiles of shape ``tile`` (see
-        :func:`tilelabel.kernels.tiles.tile_slabs`), each nonzero one compressed with ``codec``
-        into host bytes, keyed by its tile index within the block. Only where
-        :meth:`can_encode` says so: a device that compresses faster than the host's codec pool
-        takes that work off the host and copies back compressed bytes instead of labels."""
-        ...
-
     def label_stats(
         self, labels: Any, n: int, offset: tuple[int, ...], intensity: np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
@@ -111,6 +120,7 @@ def foreground(block: np.ndarray) -> np.ndarray:
 
 class CPUBackend:
     name = "cpu"
+    encoder = None  # zarr's own codec pool is the host's encoder
 
     def label(self, block, connectivity, dtype, algorithm=None):
         kernel = get_kernel("cpu", block.ndim, connectivity, algorithm)
@@ -143,21 +153,6 @@ class CPUBackend:
 
         return apply_lut(labels, lut)
 
-    def device(self):
-        return "host"
-
-    def can_encode(self, codec):
-        return False  # zarr's own codec pool is the host's encoder
-
-    def warm_encoder(self, codec):
-        pass
-
-    def encoder_ready(self, codec):
-        return False
-
-    def encode_tiles(self, labels, lut, tile, codec):
-        raise ValueError("the cpu backend leaves encoding to zarr (can_encode is False)")
-
     def label_stats(self, labels, n, offset, intensity=None):
         from tilelabel.kernels.cpu_stats import label_stats
 
@@ -167,30 +162,6 @@ class CPUBackend:
         from tilelabel.kernels.cpu_stats import label_stats_first
 
         return label_stats_first(labels, n, offset, intensity)
-
-
-def chunk_memory(
-    backend: str,
-    block_shape: tuple[int, ...],
-    label_dtype,
-    connectivity: int,
-    encode: bool = False,
-) -> tuple[int, int, int, str]:
-    """(bytes one chunk of ``block_shape`` needs on the backend's device, bytes free on the
-    device now, bytes free in this process's own pool, the device's identity).
-
-    Run on a worker (``client.run``) to check a plan against the GPU that worker uses (several
-    workers may share one: same identity); the CPU backend reports no limit here (host memory
-    is the dask worker's memory limit's business). ``encode``: the writing pass may compress
-    the output on the device (:meth:`Backend.encode_tiles`), counted only where it can.
-    """
-    if backend != "cuda":
-        return 0, 1 << 62, 0, "host"
-    from tilelabel.kernels.gpu import device_memory
-
-    encode = encode and get_backend(backend).can_encode("zstd")
-
-    return device_memory(tuple(block_shape), np.dtype(label_dtype), connectivity, encode)
 
 
 def cuda_available() -> bool:

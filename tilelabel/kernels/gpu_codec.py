@@ -1,11 +1,12 @@
 """zstd compression of storage tiles on the GPU, through nvCOMP (``nvidia-nvcomp-cu12/13``).
 
-Writing labels costs more than computing them: on a 16-core node, zstd on the CPU compresses
-512^3 uint32 labels at 4-7 GB/s with every core busy, one H100 at 8-16 GB/s with the cores idle.
+Writing labels costs more than computing them, and a GPU compresses them faster than the host's
+cores do while leaving those cores free (``benchmarks/gpu_encode.py`` compares the two).
 nvCOMP's RAW zstd output is a standard zstd frame, so any zstd decoder (numcodecs, zarr) reads
 the chunks; it compresses a little less tightly than zstd's default level.
 
-Knows nothing of zarr: it compresses tiles and hands back host bytes.
+Knows nothing of zarr: it compresses tiles and hands back host bytes. The backend offers it as
+its encoder (:class:`tilelabel.kernels.gpu.CUDAEncoder`).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ def available() -> bool:
 
 def _codec(stream):
     """A new nvCOMP zstd codec on ``stream``, the calling thread's own (see
-    :func:`tilelabel.kernels.gpu.thread_stream`), for one batch. A codec keeps state and
-    scratch between batches: kept per worker thread, they held about 2 GiB in every worker that
-    had once compressed a 512^3 chunk, long after it gave its encoder turn back, and over two
-    runs on one cluster of 16 workers free device memory fell from 71 to 35 GiB, so that the
-    next run was refused (H100, 2026-11-24). Making one costs next to nothing (a 64-tile batch:
-    0.033-0.035 s with a new codec, 0.034-0.036 s reusing one). The caller drops it before its
-    stream (the other order crashes the process)."""
+    :func:`tilelabel.kernels.gpu.thread_stream`), for one batch.
+
+    One codec per batch, never kept: a codec holds its state and scratch (gigabytes after a
+    512^3 chunk) until it is dropped, so codecs kept per worker thread hold device memory that
+    the next run's chunks need, while making one costs next to nothing beside a batch
+    (``benchmarks/worker_gpu_memory.py``). The caller drops it before its stream (the other order
+    crashes the process)."""
     import cupy as cp
     from nvidia import nvcomp
 
@@ -55,8 +56,8 @@ WARM = threading.Event()
 
 def warm() -> None:
     """Make this thread's codec and run it once on a small tile. A process's first nvCOMP
-    batch also loads the library's kernels (on a fresh node measured from 0.2 s to seconds),
-    which a caller holding a shared encoder turn should not spend."""
+    batch also loads the library's kernels (up to seconds on a fresh node), which a caller
+    holding a shared encoder turn should not spend."""
     import cupy as cp
     from nvidia import nvcomp
 
@@ -81,11 +82,11 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     its tile index within the block (see :func:`tilelabel.kernels.tiles.tile_slabs`; all-zero
     tiles are left out). Runs on the current CuPy stream.
 
-    All of a block's tiles go to nvCOMP in one batch: on an H100, a 256x512x512 block's 32
-    tiles compress at about 7.8 GB/s in one batch, at 4.3 GB/s in batches of 16 (one slab).
-    For the batch nvCOMP takes scratch of about 7 times the tiles' bytes outside CuPy's pool
-    (its default allocator); the batch's codec is dropped and the stream synchronized before
-    this returns, so that all of it is back on the device (see :func:`_codec`).
+    All of a block's tiles go to nvCOMP in one batch: larger batches compress faster (one slab
+    at a time runs at about half the speed, ``benchmarks/gpu_encode.py``). For the batch nvCOMP
+    takes scratch of about 7 times the tiles' bytes outside CuPy's pool (its default
+    allocator); the batch's codec is dropped and the stream synchronized before this returns,
+    so that all of it is back on the device (see :func:`_codec`).
     """
     import cupy as cp
     import cupyx
@@ -117,8 +118,8 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     sizes = [part.size for part in parts]
     # the codec's scratch and frames are freed in stream order, after the copy; the device
     # gets them back at this stream's next synchronization, which in an idle worker may not
-    # come before the next run's memory check (2.4 GiB per worker after a 512^3 chunk, H100,
-    # 2026-11-24): one synchronization waits for the copy and gives them back
+    # come before the next run's memory check: one synchronization waits for the copy and
+    # gives them back
     del encoded, parts, joined, codec
     stream.synchronize()
     view = memoryview(host)

@@ -1,22 +1,21 @@
-"""Per-label statistics on the GPU (CUDA C in ``kernels/cuda/stats.cu`` through ``cupy.RawModule``).
+"""Per-label statistics on the GPU (CUDA C in ``kernels/cuda/stats.cu``).
 
 One pass over the labels (and intensity): warps aggregate runs of equal labels in registers and
 keep one pending component per warp before any global atomic (see ``stats.cu``). Returns the same
-host arrays as :func:`tilelabel.kernels.cpu_stats.label_stats`. CuPy is imported only when a
-kernel runs.
+host arrays as :func:`tilelabel.kernels.cpu_stats.label_stats`. Each (label type, intensity type)
+instantiation is compiled on first use and kept per device (:mod:`.gpu_compile`); CuPy is
+imported only when a kernel runs.
 """
 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import numpy as np
 
 from tilelabel.kernels.cpu_stats import empty_stats, to_global
+from tilelabel.kernels.gpu_compile import CTYPE, kernels
 
-_SRC = Path(__file__).parent / "cuda" / "stats.cu"
-_LABEL = {np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long"}
 _VALUE = {
     np.dtype(np.uint8): "unsigned char",
     np.dtype(np.int8): "signed char",
@@ -32,35 +31,17 @@ _VALUE = {
 _SIGN = np.uint64(1 << 63)
 
 
-def _name(t: str, v: str, has_i: bool) -> str:
-    return f"label_stats<{t}, {v}, {'true' if has_i else 'false'}>"
-
-
-def _names() -> list[str]:
-    out = []
-    for t in _LABEL.values():
-        out.append(_name(t, "unsigned char", False))
-        out += [_name(t, v, True) for v in _VALUE.values()]
-    return out
+def _kernel(t: str, v: str, has_i: bool):
+    name = f"label_stats<{t}, {v}, {'true' if has_i else 'false'}>"
+    return kernels("stats", (name,))[name]
 
 
 @functools.cache
-def _module():
+def _warps(device: int) -> int:
+    """Warps that keep a device busy: 64 per multiprocessor."""
     import cupy as cp
 
-    return cp.RawModule(code=_SRC.read_text(), options=("-std=c++17",), name_expressions=_names())
-
-
-@functools.cache
-def _fn(name: str):
-    return _module().get_function(name)
-
-
-@functools.cache
-def _warps() -> int:
-    import cupy as cp
-
-    return 64 * cp.cuda.Device().attributes["MultiProcessorCount"]
+    return 64 * cp.cuda.Device(device).attributes["MultiProcessorCount"]
 
 
 def _decode(keys: np.ndarray) -> np.ndarray:
@@ -99,11 +80,11 @@ def label_stats_device(labels, n: int, offset=None, intensity=None) -> dict[str,
     if n == 0 or L.size == 0:
         out = empty_stats(n, ndim, has_i)
         return out if offset is None else to_global(out, offset)
-    if np.dtype(L.dtype) not in _LABEL:
+    if np.dtype(L.dtype) not in CTYPE:
         L = L.astype(np.uint64)
     D, H, W = (1, *L.shape) if ndim == 2 else L.shape
     rows = D * H
-    warps = min(rows, _warps())
+    warps = min(rows, _warps(cp.cuda.Device().id))
     per = -(-rows // warps)
     warps = -(-rows // per)
     threads = 256
@@ -123,7 +104,7 @@ def label_stats_device(labels, n: int, offset=None, intensity=None) -> dict[str,
         V = cp.empty(1, np.uint8)
         vname = "unsigned char"
     i64 = np.int64
-    _fn(_name(_LABEL[np.dtype(L.dtype)], vname, has_i))(
+    _kernel(CTYPE[np.dtype(L.dtype)], vname, has_i)(
         (blocks,),
         (threads,),
         (L, V, i64(H), i64(W), i64(rows), i64(per), i64(n), count, csum, lo, hi, isum, imin, imax),

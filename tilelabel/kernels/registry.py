@@ -29,9 +29,8 @@ _MODULES = {"cpu": "tilelabel.kernels.cpu", "cuda": "tilelabel.kernels.gpu"}
 
 #: Default algorithm per (backend, ndim, connectivity): block-based where blocks serve the
 #: connectivity (full connectivity), pixel-based otherwise. The CUDA choices are the fastest in
-#: most rows of benchmarks/RESULTS.md (H200, 2026-11-21): bke_tile in 17 of 18 block rows
-#: (1024^3 d=0.2 26-conn: 11.80 ms vs bke 15.10), pixel Komura equivalence (ke) in 24 of 30 rows
-#: at 4/6/18 connectivity.
+#: the kernel benchmark (benchmarks/kernels_gpu.py; benchmarks/README.md): bke_tile for full
+#: connectivity, pixel Komura equivalence (ke) for 4, 6 and 18.
 DEFAULTS: dict[tuple[str, int, int], str] = {
     ("cpu", 2, 4): "uf",
     ("cpu", 2, 8): "buf",

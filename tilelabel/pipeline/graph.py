@@ -1,9 +1,11 @@
-"""The pipeline's task graph: summaries -> contacts -> pairs -> merge tree -> numbering -> specs.
+"""The pipeline's task graph, one builder per stage: labels, pairs, tree, numbering, specs.
 
-The graph is written as plain task dicts, a few layers per phase whatever the number of chunks
-(one ``dask.delayed`` call per chunk would add a layer per call and make building and culling the
-graph quadratic in the chunk count). The lazy API (dask array in) and the zarr runner (which runs
-it on a cluster in phases) share every step.
+Every task is ``(functools.partial(fn, **settings), *inputs)`` (:func:`task`): its settings (the
+chunk, the labeler, the statistics options, ...) bound by keyword, its inputs the keys of the
+tasks it reads, so that a setting can be followed by its name from the run to the kernel. The
+graph is plain task dicts, a few layers per stage whatever the number of chunks (a
+``dask.delayed`` call per chunk would add a layer per call and make building and culling the
+graph quadratic in the chunk count). The lazy API (dask arrays) and the zarr run share it.
 """
 
 from __future__ import annotations
@@ -21,162 +23,55 @@ import numpy as np
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
-from tilelabel.kernels.backends import Backend, get_backend
-from tilelabel.pipeline import keep as keep_mod
-from tilelabel.pipeline import merge, numbering
+from tilelabel.pipeline import borders, numbering, tree
 from tilelabel.pipeline import stats as stats_mod
-from tilelabel.pipeline import tree as tree_mod
-from tilelabel.pipeline.local import label_block, summarize
+from tilelabel.pipeline.local import Labeler, summary_task
 from tilelabel.pipeline.plan import ChunkPlan, forward_steps
+from tilelabel.resources import keep as keep_mod
 
 Key = tuple
+Index = tuple[int, ...]
 
 
-def materialize(block: Any, slices: tuple[slice, ...]) -> np.ndarray:
-    """A task argument that is either the block itself or a reader to call inside the task."""
-    if isinstance(block, np.ndarray):
-        return block
-    return np.asarray(block(slices))
-
-
-def _keeper(slot: keep_mod.Slot | None):
-    return None if slot is None else functools.partial(keep_mod.put, slot)
-
-
-def _summarize(block, slot, slices, *args):
-    return summarize(materialize(block, slices), *args, keep=_keeper(slot))
-
-
-def _summarize_stats(block, ivals, slot, slices, *args):
-    intensity = None if ivals is None else materialize(ivals, slices)
-    return summarize(
-        materialize(block, slices), *args, stats=True, intensity=intensity, keep=_keeper(slot)
-    )
-
-
-def _leaf(borders, ordinal, steps, contacts, ordinals, connectivity):
-    """A chunk as a leaf of the merge tree: its border labels, their faces and its pairs."""
-    pairs = merge.chunk_pairs(
-        borders, ordinal, list(zip(steps, contacts, ordinals, strict=True)), connectivity
-    )
-    return tree_mod.leaf(ordinal, borders.keys, merge.face_mask(borders), pairs)
-
-
-def _keys_of(counts):
-    return counts.keys
-
-
-def _final_rows(finals):
-    keys, values = finals
-    return tree_mod.Rows(keys.astype(np.int64, copy=False), {"final": values})
-
-
-#: how the final labels of roots combine going up the tree: each root has its one, so any
-#: reduction that keeps a lone value
-_FINALS = {"final": np.maximum}
-
-
-def _up_the_tree(dsk, t, tree: tree_mod.Tree, name: str, leaves: dict, task) -> None:
-    """One task ``name`` per node of the merge tree, level by level up: ``task(level, node,
-    children's keys)``. Its result is a pair: what the node keeps (``name_held``) and what it
-    passes up (``name_part``); ``leaves``: per chunk index, the key of what the chunk passes."""
-    below = leaves
-    for lev in range(1, tree.depth + 1):
-        here = {}
-        for node in tree.nodes(lev):
-            key = t(name, lev, node)
-            dsk[key] = task(lev, node, [below[c] for c in tree.children(lev, node)])
-            dsk[t(f"{name}_held", lev, node)] = (operator.getitem, key, 0)
-            if lev < tree.depth:  # the top passes nothing
-                here[node] = t(f"{name}_part", lev, node)
-                dsk[here[node]] = (operator.getitem, key, 1)
-        below = here
-
-
-def _down_the_tree(dsk, t, tree: tree_mod.Tree, name: str, task, only=None) -> dict:
-    """One task ``name`` per node, level by level down from the top: ``task(level, node, key
-    of what the parent handed down, None at the top)``, whose result the node's children
-    share (``name_given``, :func:`tree.share`; only field ``only``, if given). Returns, per
-    chunk index, the key of its share."""
-    handed: dict = {}
-    for lev in range(tree.depth, 0, -1):
-        for node in tree.nodes(lev):
-            key = t(name, lev, node)
-            dsk[key] = task(lev, node, handed.get((lev, node)))
-            for i, c in enumerate(tree.children(lev, node)):
-                handed[(lev - 1, c)] = t(f"{name}_given", lev - 1, c)
-                dsk[handed[(lev - 1, c)]] = (tree_mod.share, key, i, only)
-    return {c: key for (lev, c), key in handed.items() if lev == 0}
-
-
-def _resolve(dsk, t, tree: tree_mod.Tree, leaves: dict) -> dict:
-    """Tasks that join the chunks' border labels up the merge tree and hand each node the roots
-    of its exported components on the way down (``down_given``). Returns per chunk index the
-    key of its share: its border keys' roots."""
-    _up_the_tree(
-        dsk,
-        t,
-        tree,
-        "up",
-        leaves,
-        lambda lev, node, kids: (tree_mod.up, *tree.box(lev, node), tree.grid, kids),
-    )
-    return _down_the_tree(
-        dsk,
-        t,
-        tree,
-        "down",
-        lambda lev, node, given: (tree_mod.down, t("up_held", lev, node), given),
-        only="root",  # where each was found in the parent's share is for its scatters alone
-    )
-
-
-def _spread(dsk, t, tree: tree_mod.Tree, name: str, leaves: dict, reducers) -> dict:
-    """Tasks that take rows keyed by root up the merge tree and each component's rows back down
-    (:func:`tree.gather`, :func:`tree.scatter`); ``leaves``: per chunk index, the key of its
-    rows. Returns per chunk index the key of what its level-1 node handed down to it."""
-    gather = functools.partial(tree_mod.gather, reducers=reducers)
-
-    def exported(lev, node):  # the roots of the node's components that reach its parent
-        return t("down_given", lev, node) if lev < tree.depth else None
-
-    _up_the_tree(
-        dsk,
-        t,
-        tree,
-        f"{name}_gather",
-        leaves,
-        lambda lev, node, kids: (gather, kids, exported(lev, node)),
-    )
-    return _down_the_tree(
-        dsk,
-        t,
-        tree,
-        f"{name}_scatter",
-        lambda lev, node, given: (
-            tree_mod.scatter,
-            t(f"{name}_gather_held", lev, node),
-            given,
-            t("down", lev, node),
-        ),
-    )
+def task(fn: Callable, *inputs: Any, **settings: Any) -> tuple:
+    """A task: ``fn`` with ``settings`` bound by keyword, applied to ``inputs`` (keys of other
+    tasks, or tasks run inside this one)."""
+    return (functools.partial(fn, **settings) if settings else fn, *inputs)
 
 
 def task_key(token: str, name: str, index: tuple[int, ...] = ()) -> Key:
+    """The key of task ``name`` of a chunk (``index``: its grid index), of a node of the merge
+    tree (its level, then its index) or of the whole run (no index)."""
     return (f"tilelabel-{name}-{token}", *index)
+
+
+@dataclass
+class Tasks:
+    """A graph under construction: its tasks, keyed by name and index."""
+
+    token: str
+    dsk: dict[Key, Any] = field(default_factory=dict)
+
+    def key(self, name: str, index: tuple[int, ...] = ()) -> Key:
+        return task_key(self.token, name, index)
+
+    def add(self, name: str, index: tuple[int, ...], fn: Callable, *inputs, **settings) -> Key:
+        key = self.key(name, index)
+        self.dsk[key] = task(fn, *inputs, **settings)
+        return key
 
 
 @dataclass
 class Source:
     """Where chunk blocks come from.
 
-    ``block(idx)`` is what a task receives as its block argument: a key of ``graph`` (dask array
+    ``block(idx)`` is what a task receives as its block: a key of a dask array's graph (lazy
     input) or a picklable reader called inside the task (zarr input, so that a store is read in
-    the task that needs the data and never held between phases).
+    the task that needs the data and never held between stages).
     """
 
-    block: Callable[[tuple[int, ...]], Any]
-    dependencies: list = None  # collections whose graphs hold the keys ``block`` returns
+    block: Callable[[Index], Any]
+    dependencies: list = field(default_factory=list)  # collections whose graphs hold the keys
     token: str = ""
 
 
@@ -184,288 +79,302 @@ class Source:
 class MergeGraph:
     plan: ChunkPlan
     graph: HighLevelGraph
-    #: per chunk index, the keys of its (Borders, Counts) summary and of its LUT spec
-    summary_keys: dict[tuple[int, ...], tuple[Key, Key]]
-    spec_keys: dict[tuple[int, ...], Key]
+    token: str
+    #: per chunk index, the keys of its borders, its counts and (with statistics) its stats
+    summary_keys: dict[Index, tuple[Key, ...]]
+    #: per chunk index, the key of its lookup table's spec
+    spec_keys: dict[Index, Key]
     #: a 0-d dask array: the number of components
     count: da.Array
     #: the graph layer that holds the specs (what a Delayed of any of them names)
     layer: str
-    #: with statistics or a size filter: per chunk index, the key of its local statistics
-    #: (persist them with the summaries) and, with a table, of its rows of the table
-    stats_keys: dict[tuple[int, ...], Key] = field(default_factory=dict)
-    table_keys: dict[tuple[int, ...], Key] = field(default_factory=dict)
-    #: per chunk index, where its labels may have been kept (None: keeping is off)
-    slots: dict[tuple[int, ...], keep_mod.Slot | None] = field(default_factory=dict)
-    token: str = ""
+    #: with a statistics table: per chunk index, the key of its rows of the table
+    table_keys: dict[Index, Key] = field(default_factory=dict)
+    #: per chunk index, where its labels may be kept for the writing pass (None: nowhere)
+    slots: dict[Index, keep_mod.Slot | None] = field(default_factory=dict)
 
     def key(self, name: str, index: tuple[int, ...] = ()) -> Key:
-        """The key of task ``name`` of a chunk (``index``: its grid index), of a node of the
-        merge tree (its level, then its index) or of the whole run (no index)."""
+        """The key of task ``name`` (see :func:`task_key`)."""
         return task_key(self.token, name, index)
 
     def delayed(self, key: Key) -> Delayed:
-        """A Delayed for any key of the graph (a spec or a summary part), for computing it."""
+        """A Delayed for any key of the graph, for computing it."""
         return Delayed(key, self.graph, layer=self.layer)
 
+    @property
+    def keeping(self) -> bool:
+        """Whether the labeling pass may keep chunks on the workers for the writing pass."""
+        return any(slot is not None for slot in self.slots.values())
 
-def build_merge_graph(
+
+def build(
+    *,
     source: Source,
     plan: ChunkPlan,
-    connectivity: int,
-    backend: str,
-    algorithm: str | None = None,
+    labeler: Labeler,
     stats: stats_mod.StatsOptions | None = None,
     intensity: Source | None = None,
     keep_budget: int = 0,
     keep_input_budget: int = 0,
 ) -> MergeGraph:
-    """From chunk blocks to per-chunk LUT specs and the component count.
+    """From chunk blocks to per-chunk lookup specs and the component count.
 
-    ``stats`` (None: labels only, the default path) adds per-chunk statistics (over the blocks
-    of ``intensity`` if given), their border merge, a size filter and per-chunk table rows.
-    ``keep_budget``, ``keep_input_budget``: bytes of labels, and of bit-packed input, per worker
-    that the labeling pass may keep for the writing pass (:mod:`tilelabel.pipeline.keep`; the
-    slots are ``MergeGraph.slots``).
+    ``stats`` (None: labels only) adds per-chunk statistics (over the blocks of ``intensity``
+    if given), their merge across borders, a size filter and per-chunk table rows.
+    ``keep_budget``, ``keep_input_budget``: bytes of labels, and of bit-packed input, per
+    worker that the labeling pass may keep for the writing pass (:mod:`tilelabel.resources.keep`).
     """
-    token = source.token or uuid.uuid4().hex
-    shape = plan.shape
-    idxs = list(plan.indices())
-
-    def k(name: str, idx: tuple[int, ...] = ()) -> Key:
-        return task_key(token, name, idx)
-
-    dsk: dict[Key, Any] = {}
+    t = Tasks(source.token or uuid.uuid4().hex)
     keeping = keep_budget > 0 or keep_input_budget > 0
     slots = {
-        idx: keep_mod.Slot(token, idx, keep_budget, keep_input_budget) if keeping else None
-        for idx in idxs
+        idx: keep_mod.Slot(t.token, idx, keep_budget, keep_input_budget) if keeping else None
+        for idx in plan.indices()
     }
-    for idx in idxs:
-        open_faces = tuple((idx[a] > 0, idx[a] < plan.grid[a] - 1) for a in range(plan.ndim))
-        head = (_summarize, source.block(idx), slots[idx])
-        if stats is not None:
-            ivals = None if intensity is None else intensity.block(idx)
-            head = (_summarize_stats, source.block(idx), ivals, slots[idx])
-        dsk[k("summary", idx)] = (
-            *head,
-            plan.slices(idx),
-            f"chunk {idx} at {plan.offset(idx)}",
-            plan.offset(idx),
-            shape,
-            open_faces,
-            backend,
-            connectivity,
-            algorithm,
-        )
-        dsk[k("borders", idx)] = (operator.getitem, k("summary", idx), 0)
-        dsk[k("counts", idx)] = (operator.getitem, k("summary", idx), 1)
-        dsk[k("keys", idx)] = (_keys_of, k("counts", idx))
-        if stats is not None:
-            dsk[k("stats", idx)] = (operator.getitem, k("summary", idx), 2)
-            dsk[k("bstats", idx)] = (stats_mod.border_rows, k("stats", idx), k("counts", idx))
+    _label_stage(t, plan, source, labeler, stats, intensity, slots)  # step 2
+    _pair_stage(t, plan, labeler.connectivity)  # step 3
+    merge_tree = tree.Tree(plan.grid)
+    _resolve_stage(t, merge_tree, plan)  # step 4
+    drop = _stats_stage(t, merge_tree, plan, stats) if stats is not None else {}
+    count_name, offsets = _prefix_stage(t, plan, drop)  # step 5
+    _spec_stage(t, merge_tree, plan, offsets, drop)
+    if stats is not None and stats.table:
+        _table_stage(t, plan)
+    deps = list(source.dependencies) + (list(intensity.dependencies) if intensity else [])
+    graph = HighLevelGraph.from_collections(count_name, t.dsk, dependencies=deps)
+    idxs = list(plan.indices())
+    parts = ("borders", "counts", *(("stats",) if stats is not None else ()))
+    return MergeGraph(
+        plan=plan,
+        graph=graph,
+        token=t.token,
+        summary_keys={i: tuple(t.key(p, i) for p in parts) for i in idxs},
+        spec_keys={i: t.key("spec", i) for i in idxs},
+        count=da.Array(graph, count_name, (), dtype=np.int64),
+        layer=count_name,
+        table_keys={i: t.key("table", i) for i in idxs} if stats and stats.table else {},
+        slots=slots,
+    )
 
+
+def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots) -> None:
+    """Each chunk's summary (:func:`local.summarize`), and its parts as tasks of their own."""
+    for idx in plan.indices():
+        inputs = [source.block(idx)] + ([intensity.block(idx)] if intensity is not None else [])
+        slot = slots[idx]
+        summary = t.add(
+            "summary",
+            idx,
+            summary_task,
+            *inputs,
+            chunk=plan.chunk(idx),
+            labeler=labeler,
+            stats=stats is not None,
+            keep=None if slot is None else functools.partial(keep_mod.put, slot),
+        )
+        t.add("borders", idx, operator.attrgetter("borders"), summary)
+        counts = t.add("counts", idx, operator.attrgetter("counts"), summary)
+        t.add("keys", idx, operator.attrgetter("keys"), counts)
+        if stats is not None:
+            rows = t.add("stats", idx, operator.attrgetter("stats"), summary)
+            t.add("bstats", idx, stats_mod.border_rows, rows, counts)
+
+
+def _pair_stage(t: Tasks, plan: ChunkPlan, connectivity: int) -> None:
+    """Each chunk as a leaf of the merge tree, with its pairs: its forward neighbours' sides of
+    each contact are cut out where those live (:func:`borders.contact`)."""
     steps = forward_steps(plan.ndim)
-    ordinal = {idx: i for i, idx in enumerate(idxs)}  # C order: np.ravel_multi_index
-    for idx in idxs:
+    ordinal = {idx: i for i, idx in enumerate(plan.indices())}  # C order: np.ravel_multi_index
+    for idx in plan.indices():
         nbs = [(i, nb) for i, s in enumerate(steps) if (nb := plan.neighbour(idx, s)) is not None]
-        for i, nb in nbs:  # the neighbour's side of the contact, cut out where it lives
-            dsk[k("contact", (*nb, i))] = (merge.contact, k("borders", nb), steps[i], False)
-        dsk[k("leaf", idx)] = (
-            _leaf,
-            k("borders", idx),
-            ordinal[idx],
-            [steps[i] for i, _ in nbs],
-            [k("contact", (*nb, i)) for i, nb in nbs],
-            [ordinal[nb] for _, nb in nbs],
-            connectivity,
+        contacts = [
+            t.add(
+                "contact",
+                (*nb, i),
+                borders.contact,
+                t.key("borders", nb),
+                step=steps[i],
+                high=False,
+            )
+            for i, nb in nbs
+        ]
+        t.add(
+            "leaf",
+            idx,
+            tree.leaf,
+            t.key("borders", idx),
+            contacts,
+            ordinal=ordinal[idx],
+            steps=[steps[i] for i, _ in nbs],
+            ordinals=[ordinal[nb] for _, nb in nbs],
+            connectivity=connectivity,
         )
-    tree = tree_mod.Tree(plan.grid)
 
-    def t(name: str, level: int, node: tuple[int, ...]) -> Key:
-        return k(name, (level, *node))
 
-    handed = _resolve(dsk, t, tree, {idx: k("leaf", idx) for idx in idxs})
-    for idx in idxs:
-        dsk[k("roots", idx)] = (tree_mod.values_at, handed[idx], k("keys", idx), "root")
+def _up_the_tree(t: Tasks, merge_tree: tree.Tree, name: str, leaves: dict, make) -> None:
+    """One task ``name`` per node of the merge tree, level by level up: ``make(level, node,
+    children's keys)``. Its result is a pair: what the node keeps (``name_held``) and what it
+    passes up (``name_part``); ``leaves``: per chunk index, the key of what the chunk passes."""
+    below = leaves
+    for lev in range(1, merge_tree.depth + 1):
+        here = {}
+        for node in merge_tree.nodes(lev):
+            key = t.key(name, (lev, *node))
+            t.dsk[key] = make(lev, node, [below[c] for c in merge_tree.children(lev, node)])
+            t.add(f"{name}_held", (lev, *node), operator.itemgetter(0), key)
+            if lev < merge_tree.depth:  # the top passes nothing
+                here[node] = t.add(f"{name}_part", (lev, *node), operator.itemgetter(1), key)
+        below = here
 
-    # extra trailing argument of the numbering steps: the roots a size filter drops
-    drop: dict[tuple[int, ...], tuple] = {idx: () for idx in idxs}
-    if stats is not None:
-        group = functools.partial(tree_mod.grouped, reducers=stats_mod.REDUCE)
-        for idx in idxs:
-            dsk[k("srows", idx)] = (group, k("roots", idx), k("bstats", idx))
-        merged = _spread(
-            dsk, t, tree, "stats", {idx: k("srows", idx) for idx in idxs}, stats_mod.REDUCE
-        )
-        for idx in idxs:
-            dsk[k("mstats", idx)] = (tree_mod.values_at, merged[idx], k("keys", idx))
-            if stats.filtering:
-                dsk[k("dropped", idx)] = (
-                    stats_mod.dropped,
-                    k("stats", idx),
-                    k("counts", idx),
-                    k("roots", idx),
-                    k("mstats", idx),
-                    stats,
-                )
-                drop[idx] = (k("dropped", idx),)
 
-    # raster-order exclusive prefix of the row counts: level 1 groups the chunks of one chunk
-    # row (members along the last grid axis), level L groups level L-1's totals along grid axis
-    # ndim - L; level ndim's one total is the component count. This chain is the merge's
-    # critical path, a scheduler round trip per task, so the small steps run inside the tasks
-    # that need them, not as tasks of their own: the chunks' row counts inside level 1, a
-    # level's totals (its leading axes only) inside the next level, the top level's prefix and
-    # each chunk's sum of its prefixes inside the tasks that use them. The lower levels'
-    # prefixes, as large as the chunks' row counts, stay tasks of their own, ready long before
-    # the top level is.
+def _down_the_tree(t: Tasks, merge_tree: tree.Tree, name: str, make, only=None) -> dict:
+    """One task ``name`` per node, level by level down from the top: ``make(level, node, key
+    of what the parent handed down, None at the top)``, whose result the node's children share
+    (``name_given``, :func:`tree.share`; only field ``only``, if given). Returns, per chunk
+    index, the key of its share."""
+    handed: dict = {}
+    for lev in range(merge_tree.depth, 0, -1):
+        for node in merge_tree.nodes(lev):
+            key = t.key(name, (lev, *node))
+            t.dsk[key] = make(lev, node, handed.get((lev, node)))
+            for i, c in enumerate(merge_tree.children(lev, node)):
+                given = t.add(f"{name}_given", (lev - 1, *c), tree.share, key, child=i, only=only)
+                handed[(lev - 1, c)] = given
+    return {c: key for (lev, c), key in handed.items() if lev == 0}
+
+
+def _resolve_stage(t: Tasks, merge_tree: tree.Tree, plan: ChunkPlan) -> None:
+    """Border labels joined up the merge tree, the roots of each node's exported components
+    handed down (``down_given``); per chunk, its border labels' roots (``roots``)."""
+
+    def up(lev, node, kids):
+        lo, hi = merge_tree.box(lev, node)
+        return task(tree.up, kids, lo=lo, hi=hi, grid=merge_tree.grid)
+
+    leaves = {idx: t.key("leaf", idx) for idx in plan.indices()}
+    _up_the_tree(t, merge_tree, "up", leaves, up)
+    handed = _down_the_tree(
+        t,
+        merge_tree,
+        "down",
+        lambda lev, node, given: task(tree.down, t.key("up_held", (lev, *node)), given),
+        only="root",  # where each was found in the parent's share is for its scatters alone
+    )
+    for idx in plan.indices():
+        t.add("roots", idx, tree.values_at, handed[idx], t.key("keys", idx), field_name="root")
+
+
+def _spread(t: Tasks, merge_tree: tree.Tree, name: str, leaves: dict, reducers) -> dict:
+    """Rows keyed by root taken up the merge tree and each component's rows back down
+    (:func:`tree.gather`, :func:`tree.scatter`); ``leaves``: per chunk index, the key of its
+    rows. Returns per chunk index the key of what its level-1 node handed down to it."""
+
+    def gather(lev, node, kids):
+        # the roots of the node's components that reach its parent
+        exported = t.key("down_given", (lev, *node)) if lev < merge_tree.depth else None
+        return task(tree.gather, kids, exported, reducers=reducers)
+
+    def scatter(lev, node, given):
+        held = t.key(f"{name}_gather_held", (lev, *node))
+        return task(tree.scatter, held, given, t.key("down", (lev, *node)))
+
+    _up_the_tree(t, merge_tree, f"{name}_gather", leaves, gather)
+    return _down_the_tree(t, merge_tree, f"{name}_scatter", scatter)
+
+
+def _stats_stage(t: Tasks, merge_tree, plan, stats: stats_mod.StatsOptions) -> dict:
+    """Border labels' statistics merged by root (``mstats``); with a size filter, the roots
+    each chunk drops. Returns per chunk index the inputs the numbering takes for the filter."""
+    for idx in plan.indices():
+        roots, rows = t.key("roots", idx), t.key("bstats", idx)
+        t.add("srows", idx, tree.grouped, roots, rows, reducers=stats_mod.REDUCE)
+    leaves = {idx: t.key("srows", idx) for idx in plan.indices()}
+    merged = _spread(t, merge_tree, "stats", leaves, stats_mod.REDUCE)
+    drop = {}
+    for idx in plan.indices():
+        mstats = t.add("mstats", idx, tree.values_at, merged[idx], t.key("keys", idx))
+        if stats.filtering:
+            inputs = [t.key(n, idx) for n in ("stats", "counts", "roots")]
+            drop[idx] = (t.add("dropped", idx, stats_mod.dropped, *inputs, mstats, opts=stats),)
+    return drop
+
+
+def _prefix_stage(t: Tasks, plan: ChunkPlan, drop: dict) -> tuple[str, dict]:
+    """The raster-order exclusive prefix of the roots per row: level 1 groups the chunks of one
+    chunk row (members along the last grid axis), level L groups level L-1's totals along grid
+    axis ndim - L; level ndim's one total is the component count. Returns the count's layer
+    name and per chunk index the task of its rows' offsets.
+
+    This chain is the merge's critical path, a scheduler round trip per task, so the small steps
+    run inside the tasks that need them: the chunks' row counts inside level 1, a level's totals
+    inside the next level, the top level's prefix and each chunk's sum of its prefixes inside
+    the tasks that use them. The lower levels' prefixes, as large as the chunks' row counts,
+    stay tasks of their own, ready long before the top level is."""
     d = plan.ndim
-    parts: dict[tuple[int, ...], Any] = {
-        idx: (
+    parts: dict[Index, Any] = {
+        idx: task(
             numbering.corrected_counts,
-            k("counts", idx),
-            k("roots", idx),
-            plan.offset(idx),
-            shape,
-            plan.block_shape(idx),
-            *drop[idx],
+            t.key("counts", idx),
+            t.key("roots", idx),
+            *drop.get(idx, ()),
+            chunk=plan.chunk(idx),
         )
-        for idx in idxs
+        for idx in plan.indices()
     }
     prefix: dict[tuple[int, ...], Any] = {}  # (level, member) -> its prefix: key or task
     for lev in range(1, d + 1):
         axis = d - lev
-        groups = itertools.product(*(range(g) for g in plan.grid[:axis]))
         totals = {}
-        for grp in groups:
+        for grp in itertools.product(*(range(g) for g in plan.grid[:axis])):
             members = [(*grp, m) for m in range(plan.grid[axis])]
-            level = k(f"level{lev}", grp)
-            dsk[level] = (numbering.concat_offsets, [parts[m] for m in members])
+            level = t.add(f"level{lev}", grp, numbering.concat_offsets, [parts[m] for m in members])
             for i, m in enumerate(members):
                 taken = (operator.getitem, (operator.getitem, level, 0), i)
-                if lev < d:
-                    dsk[k(f"offset{lev}", m)] = taken
-                    taken = k(f"offset{lev}", m)
-                prefix[(lev, *m)] = taken
+                prefix[(lev, *m)] = t.add(f"offset{lev}", m, *taken) if lev < d else taken
             totals[grp] = (operator.getitem, level, 1)
         parts = totals
-    count_name = k("count")[0]
-    dsk[(count_name,)] = (int, parts[()])
+    count_name = t.key("count")[0]
+    t.dsk[(count_name,)] = (int, parts[()])
     offsets = {
-        idx: (
+        idx: task(
             numbering.assemble_offsets,
             [prefix[(lev, *idx[: d - lev + 1])] for lev in range(1, d + 1)],
         )
-        for idx in idxs
+        for idx in plan.indices()
     }
-    for idx in idxs:
-        dsk[k("finals", idx)] = (
-            _final_rows,
-            (
-                numbering.border_finals,
-                k("counts", idx),
-                k("roots", idx),
-                offsets[idx],
-                plan.offset(idx),
-                shape,
-                plan.block_shape(idx),
-                *drop[idx],
-            ),
+    return count_name, offsets
+
+
+def _final_rows(finals: tuple[np.ndarray, np.ndarray]) -> tree.Rows:
+    keys, values = finals
+    return tree.Rows(keys.astype(np.int64, copy=False), {"final": values})
+
+
+#: how the final labels of roots combine going up the tree: each root has its one, so any
+#: reduction that keeps a lone value
+_FINALS = {"final": np.maximum}
+
+
+def _spec_stage(t: Tasks, merge_tree, plan: ChunkPlan, offsets: dict, drop: dict) -> None:
+    """The final labels of border components, from the chunk that holds each root to every
+    chunk the component touches (through the tree), and each chunk's lookup spec."""
+    for idx in plan.indices():
+        counts, roots, dropped = t.key("counts", idx), t.key("roots", idx), drop.get(idx, ())
+        finals = task(
+            numbering.border_finals, counts, roots, offsets[idx], *dropped, chunk=plan.chunk(idx)
         )
-    finals = _spread(dsk, t, tree, "finals", {idx: k("finals", idx) for idx in idxs}, _FINALS)
-    for idx in idxs:
-        dsk[k("bfinals", idx)] = (tree_mod.values_at, finals[idx], k("keys", idx), "final")
-        dsk[k("spec", idx)] = (
-            numbering.lut_spec,
-            k("counts", idx),
-            k("roots", idx),
-            offsets[idx],
-            k("bfinals", idx),
-            *drop[idx],
+        t.add("finals", idx, _final_rows, finals)
+    leaves = {idx: t.key("finals", idx) for idx in plan.indices()}
+    finals = _spread(t, merge_tree, "finals", leaves, _FINALS)
+    for idx in plan.indices():
+        counts, roots, dropped = t.key("counts", idx), t.key("roots", idx), drop.get(idx, ())
+        bfinals = t.add(
+            "bfinals", idx, tree.values_at, finals[idx], t.key("keys", idx), field_name="final"
         )
-    table_keys = {}
-    if stats is not None and stats.table:
-        for idx in idxs:
-            table_keys[idx] = k("table", idx)
-            dsk[table_keys[idx]] = (
-                stats_mod.chunk_table,
-                k("stats", idx),
-                k("counts", idx),
-                k("roots", idx),
-                k("mstats", idx),
-                k("spec", idx),
-            )
-    deps = list(source.dependencies or [])
-    if intensity is not None:
-        deps += list(intensity.dependencies or [])
-    graph = HighLevelGraph.from_collections(count_name, dsk, dependencies=deps)
-    return MergeGraph(
-        plan,
-        graph,
-        {idx: (k("borders", idx), k("counts", idx)) for idx in idxs},
-        {idx: k("spec", idx) for idx in idxs},
-        da.Array(graph, count_name, (), dtype=np.int64),
-        count_name,
-        {idx: k("stats", idx) for idx in idxs} if stats is not None else {},
-        table_keys,
-        slots,
-        token,
-    )
+        t.add("spec", idx, numbering.lut_spec, counts, roots, offsets[idx], bfinals, *dropped)
 
 
-def _labels_again(block, spec, backend, connectivity, algorithm, kept):
-    """(backend, local labels) of a chunk in the writing pass: kept labels, or the kept bits or
-    ``block`` labeled again, checked against the first pass's count."""
-    be = get_backend(backend)
-    if kept is not None and kept.labels is not None:
-        labels, n = kept.labels, kept.n
-    else:
-        if kept is not None:
-            block = be.unpack(kept.packed, kept.shape)
-        labels, n, _ = label_block(block, backend, connectivity, algorithm)
-    if n != spec.n:
-        raise RuntimeError(
-            f"relabel pass found {n} local labels where the first pass found {spec.n}"
-        )
-    return be, labels
-
-
-def relabeled(
-    block: np.ndarray | None,
-    spec: numbering.LutSpec,
-    backend: str,
-    connectivity: int,
-    algorithm: str | None,
-    dtype: np.dtype,
-    kept: keep_mod.Kept | None = None,
-) -> tuple[Backend, Any, np.ndarray]:
-    """A chunk labeled again for the writing pass, its local labels not yet mapped: (backend,
-    local labels on the backend's device, lookup table to final labels of ``dtype``). The
-    caller maps them with :meth:`Backend.apply_lut` or :meth:`Backend.encode_tiles`.
-
-    ``kept``: what the labeling pass kept of the chunk (:mod:`tilelabel.pipeline.keep`): its
-    labels, used as they are, or its packed foreground, labeled again instead of ``block``
-    (which is then not needed). Relabeling from the input otherwise keeps memory per worker
-    O(chunk) for any volume size; the kernels' canonical numbering makes the second pass
-    identical to the first.
-    """
-    be, labels = _labels_again(block, spec, backend, connectivity, algorithm, kept)
-    return be, labels, numbering.build_lut(spec, dtype)
-
-
-def relabel(
-    block: np.ndarray | None,
-    spec: numbering.LutSpec,
-    backend: str,
-    connectivity: int,
-    algorithm: str | None,
-    dtype: np.dtype,
-    staging: bool = False,
-    kept: keep_mod.Kept | None = None,
-) -> np.ndarray:
-    """Label a chunk again and map its local labels to final ones (host array of ``dtype``;
-    ``staging``: for a caller that writes it out at once, see :meth:`Backend.apply_lut`).
-    See :func:`relabeled` for ``kept``."""
-    be, labels, lut = relabeled(block, spec, backend, connectivity, algorithm, dtype, kept)
-    return be.apply_lut(labels, lut, staging=staging)
+def _table_stage(t: Tasks, plan: ChunkPlan) -> None:
+    """Each chunk's rows of the statistics table: the components rooted in it."""
+    for idx in plan.indices():
+        inputs = [t.key(n, idx) for n in ("stats", "counts", "roots", "mstats", "spec")]
+        t.add("table", idx, stats_mod.chunk_table, *inputs)

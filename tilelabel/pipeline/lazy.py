@@ -8,70 +8,69 @@ from dask.highlevelgraph import HighLevelGraph
 
 from tilelabel.connectivity import max_components
 from tilelabel.dtypes import LabelOverflowError, label_dtype
+from tilelabel.pipeline import graph as graph_mod
 from tilelabel.pipeline import stats as stats_mod
-from tilelabel.pipeline.graph import Source, build_merge_graph, materialize, relabel
+from tilelabel.pipeline.local import Labeler
 from tilelabel.pipeline.plan import ChunkPlan
+from tilelabel.pipeline.relabel import relabel
 
 
-def _relabel_checked(block, slices, spec, total, backend, connectivity, algorithm, dtype):
+def _relabel_checked(block, spec, total, *, labeler: Labeler, dtype: np.dtype) -> np.ndarray:
     if total > np.iinfo(dtype).max:
         raise LabelOverflowError(
             f"{total} labels do not fit in {np.dtype(dtype)}; use uint64 or auto"
         )
-    return relabel(materialize(block, slices), spec, backend, connectivity, algorithm, dtype)
+    return relabel(block, spec, labeler=labeler, dtype=dtype)
 
 
-def _source(x: da.Array) -> Source:
-    return Source(lambda idx: (x.name, *idx), [x], token=x.name)
+def _source(x: da.Array, token: str) -> graph_mod.Source:
+    return graph_mod.Source(lambda idx: (x.name, *idx), [x], token=token)
+
+
+def _plan(x: da.Array) -> ChunkPlan:
+    return ChunkPlan(tuple(x.shape), tuple(tuple(c) for c in x.chunks))
 
 
 def label_dask(
     x: da.Array,
-    connectivity: int,
-    backend: str,
-    algorithm: str | None,
+    *,
+    labeler: Labeler,
     dtype: str,
     min_size: int | None = None,
     max_size: int | None = None,
 ) -> tuple[da.Array, da.Array]:
-    plan = ChunkPlan(tuple(x.shape), tuple(tuple(c) for c in x.chunks))
+    plan = _plan(x)
     opts = stats_mod.options(min_size=min_size, max_size=max_size)
-    source = _source(x)
-    if opts is not None:
-        # a filtered graph must not share key names with the unfiltered one of the same array
-        source.token = f"{x.name}-{opts.min_size}-{opts.max_size}"
-    graph = build_merge_graph(source, plan, connectivity, backend, algorithm, opts)
+    # a filtered graph must not share key names with the unfiltered one of the same array
+    token = x.name if opts is None else f"{x.name}-{opts.min_size}-{opts.max_size}"
+    graph = graph_mod.build(source=_source(x, token), plan=plan, labeler=labeler, stats=opts)
     # the dtype of a lazy array is fixed before the count is known: choose it from the largest
     # count this shape can have; a forced uint32 is checked against the real count when computed
-    bound = max_components(plan.shape, connectivity)
+    bound = max_components(plan.shape, labeler.connectivity)
     out = np.dtype(np.uint32) if dtype == "uint32" else label_dtype(bound, dtype)
-    name = f"tilelabel-labels-{source.token}-{connectivity}-{backend}-{algorithm}-{out}"
+    how = f"{labeler.connectivity}-{labeler.backend}-{labeler.algorithm}"
+    name = f"tilelabel-labels-{token}-{how}-{out}"
     (total_key,) = graph.count.__dask_keys__()
     dsk = {
-        (name, *idx): (
+        (name, *idx): graph_mod.task(
             _relabel_checked,
             (x.name, *idx),
-            plan.slices(idx),
             graph.spec_keys[idx],
             total_key,
-            backend,
-            connectivity,
-            algorithm,
-            out,
+            labeler=labeler,
+            dtype=out,
         )
         for idx in plan.indices()
     }
-    hlg = HighLevelGraph.from_collections(
-        name, dsk, dependencies=[x, graph.delayed(graph.spec_keys[(0,) * x.ndim]), graph.count]
-    )
+    spec0 = graph.delayed(graph.spec_keys[(0,) * x.ndim])
+    hlg = HighLevelGraph.from_collections(name, dsk, dependencies=[x, spec0, graph.count])
     return da.Array(hlg, name, plan.chunks, dtype=out), graph.count
 
 
 def regionprops_dask(
     x: da.Array,
-    connectivity: int,
-    backend: str,
-    algorithm: str | None,
+    *,
+    labeler: Labeler,
     intensity: da.Array | None = None,
     min_size: int | None = None,
     max_size: int | None = None,
@@ -79,18 +78,18 @@ def regionprops_dask(
     """The statistics table of the labeling of ``x`` (computed now, a pandas DataFrame)."""
     import dask
 
-    plan = ChunkPlan(tuple(x.shape), tuple(tuple(c) for c in x.chunks))
+    plan = _plan(x)
     opts = stats_mod.options(True, min_size, max_size, intensity is not None)
     isource = None
     if intensity is not None:
         if tuple(intensity.shape) != plan.shape:
             raise ValueError(f"intensity shape {intensity.shape} differs from {plan.shape}")
         intensity = intensity.rechunk(x.chunks)
-        isource = _source(intensity)
-    source = _source(x)
-    source.token = f"{x.name}-stats-{isource and isource.token}-{min_size}-{max_size}"
-    graph = build_merge_graph(source, plan, connectivity, backend, algorithm, opts, isource)
-    idxs = list(plan.indices())
-    pieces = dask.compute(*(graph.delayed(graph.table_keys[i]) for i in idxs))
+        isource = _source(intensity, intensity.name)
+    token = f"{x.name}-stats-{isource and isource.token}-{min_size}-{max_size}"
+    graph = graph_mod.build(
+        source=_source(x, token), plan=plan, labeler=labeler, stats=opts, intensity=isource
+    )
+    pieces = dask.compute(*(graph.delayed(graph.table_keys[i]) for i in plan.indices()))
     names = stats_mod.columns(x.ndim, intensity is not None)
     return stats_mod.to_frame(stats_mod.concat(pieces, names))

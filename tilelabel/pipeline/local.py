@@ -1,4 +1,12 @@
-"""Local labeling of one chunk and the small summary the rest of the pipeline needs from it."""
+"""Step 2, local labels: one chunk labeled on its own, and the small summary the rest needs.
+
+A chunk's kernel numbers its labels 1..n in the chunk's raster order. What leaves the task is
+its :class:`Summary`: the labels on its open faces (all that the border merge needs: edges and
+corners are sub-slices of faces), the *key* of each label on them (the global raster index of its
+first voxel; local raster order is global raster order restricted to the chunk, so keys come out
+sorted), and per row the number of labels whose first voxel lies in it (all that the numbering
+needs).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +14,40 @@ import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from dask.sizeof import sizeof
 
-from tilelabel.connectivity import max_components
-from tilelabel.dtypes import label_dtype, row_count_dtype
+from tilelabel.dtypes import local_dtype, row_count_dtype
 from tilelabel.kernels.backends import Backend, get_backend
+from tilelabel.pipeline.plan import Chunk
+
+
+@dataclass(frozen=True)
+class Labeler:
+    """How every chunk is labeled: the same backend, connectivity and algorithm in both passes,
+    so that the writing pass numbers a chunk's labels as the labeling pass did."""
+
+    backend: str
+    connectivity: int
+    algorithm: str | None = None
+
+    def _kwargs(self, block: Any) -> dict[str, Any]:
+        dtype = local_dtype(block.shape, self.connectivity)
+        return {"connectivity": self.connectivity, "dtype": dtype, "algorithm": self.algorithm}
+
+    def label(self, block: Any) -> tuple[Any, int, Backend]:
+        """``(labels, n, backend)`` of a block (host or the backend's device), in the narrowest
+        label dtype the chunk allows, on the backend's device."""
+        be = get_backend(self.backend)
+        labels, n = be.label(block, **self._kwargs(block))
+        return labels, n, be
+
+    def label_first(self, block: Any) -> tuple[Any, int, np.ndarray]:
+        """``(labels, n, first)``: :meth:`label` and each label's first voxel (its raster index
+        in the block, a host array), in one pass where the kernels find them as they go."""
+        return get_backend(self.backend).label_first(block, **self._kwargs(block))
 
 
 @dataclass
@@ -20,12 +55,11 @@ class Borders:
     """What the border merge needs from a chunk: its faces and the keys of the labels on them."""
 
     #: ``faces[2 * axis + side]``: the chunk's labels on its low (side 0) or high (side 1) face
-    #: along ``axis`` (None where no chunk lies beyond that face). Edges and corners are
-    #: sub-slices of faces.
+    #: along ``axis`` (None where no chunk lies beyond that face)
     faces: list[np.ndarray | None]
-    #: Sorted local ids of the labels that touch a face with a neighbour.
+    #: sorted local ids of the labels that touch a face with a neighbour
     ids: np.ndarray
-    #: Global raster index of the first voxel of each of those labels (its *key*).
+    #: each one's key: the global raster index of its first voxel
     keys: np.ndarray
 
 
@@ -34,29 +68,38 @@ class Counts:
     """What the numbering needs from a chunk."""
 
     n: int
-    #: Number of local labels whose first voxel lies in each row (shape: block shape minus x).
+    #: number of local labels whose first voxel lies in each row (shape: block shape minus x)
     row_counts: np.ndarray
     ids: np.ndarray
     keys: np.ndarray
 
 
+@dataclass
+class Summary:
+    """What a chunk's labeling task hands on."""
+
+    borders: Borders
+    counts: Counts
+    #: with statistics: every local label's row (:meth:`Backend.label_stats`), global coordinates
+    stats: dict[str, np.ndarray] | None = None
+
+
 def sizeof_fields(obj: object) -> int:
-    """Bytes of a dataclass of arrays, for dask's scheduler (``dask.sizeof``), which without it
-    counts only the object's own 56 bytes. It places each task near the bytes it reads: with a
-    chunk's faces (6 MiB for 512^3) and row counts (2 MiB) taken for free to move, the merge's
-    tasks of all chunks gathered on the one worker that held the small results of ``resolve``
-    and ran there one after the other (16 single-threaded workers on one H100, 1024^3: four
-    level-1 tasks, five ``finals`` and four specs in a row on one worker)."""
+    """Bytes of a dataclass of arrays, for dask's scheduler, which without it counts only the
+    object's own 56 bytes and, placing each task near the bytes it reads, would take a chunk's
+    faces and row counts for free to move and gather every merge task on one worker."""
     return sys.getsizeof(obj) + sum(sizeof(value) for value in vars(obj).values())
 
 
-sizeof.register(Borders)(sizeof_fields)
-sizeof.register(Counts)(sizeof_fields)
+for _cls in (Borders, Counts, Summary):
+    sizeof.register(_cls)(sizeof_fields)
 
 
-def local_dtype(block_shape: tuple[int, ...], connectivity: int) -> np.dtype:
-    """Label dtype of a chunk's local labels: uint32 unless the chunk could overflow it."""
-    return label_dtype(max_components(tuple(block_shape), connectivity))
+def materialize(block: Any, slices: tuple[slice, ...]) -> np.ndarray:
+    """A task argument that is either the block itself or a reader to call inside the task."""
+    if isinstance(block, np.ndarray):
+        return block
+    return np.asarray(block(slices))
 
 
 def check_block(block: np.ndarray, where: str) -> None:
@@ -65,82 +108,30 @@ def check_block(block: np.ndarray, where: str) -> None:
         raise ValueError(f"input contains NaN in {where}; NaN is neither foreground nor background")
 
 
-def label_block(
-    block: np.ndarray, backend: str, connectivity: int, algorithm: str | None
-) -> tuple[object, int, Backend]:
-    be = get_backend(backend)
-    labels, n = be.label(block, connectivity, local_dtype(block.shape, connectivity), algorithm)
-    return labels, n, be
-
-
-def to_global_keys(
-    local_flat: np.ndarray,
-    block_shape: tuple[int, ...],
-    offset: tuple[int, ...],
-    shape: tuple[int, ...],
-) -> np.ndarray:
-    """Local raster indices of a block to global raster indices of the whole volume."""
-    coords = np.unravel_index(local_flat, block_shape)
+def to_global_keys(local_flat: np.ndarray, chunk: Chunk) -> np.ndarray:
+    """Raster indices within a chunk to raster indices within the whole volume."""
+    coords = np.unravel_index(local_flat, chunk.shape)
     return np.ravel_multi_index(
-        tuple(c + o for c, o in zip(coords, offset, strict=True)), shape
+        tuple(c + o for c, o in zip(coords, chunk.offset, strict=True)), chunk.volume
     ).astype(np.int64)
 
 
-def key_rows(
-    keys: np.ndarray, block_shape: tuple[int, ...], offset: tuple[int, ...], shape: tuple[int, ...]
-) -> np.ndarray:
+def key_rows(keys: np.ndarray, chunk: Chunk) -> np.ndarray:
     """The chunk-local row (raster index over all axes but the last) of each global key."""
-    coords = np.unravel_index(keys, shape)
-    local = tuple(c - o for c, o in zip(coords[:-1], offset[:-1], strict=True))
+    coords = np.unravel_index(keys, chunk.volume)
+    local = tuple(c - o for c, o in zip(coords[:-1], chunk.offset[:-1], strict=True))
     if len(local) == 0:
         return np.zeros(len(keys), np.int64)
-    return np.ravel_multi_index(local, block_shape[:-1]).astype(np.int64)
+    return np.ravel_multi_index(local, chunk.shape[:-1]).astype(np.int64)
 
 
-def summarize(
-    block: np.ndarray,
-    where: str,
-    offset: tuple[int, ...],
-    shape: tuple[int, ...],
-    open_faces: tuple[tuple[bool, bool], ...],
-    backend: str,
-    connectivity: int,
-    algorithm: str | None,
-    stats: bool = False,
-    intensity: np.ndarray | None = None,
-    keep: Callable[..., object] | None = None,
-) -> tuple[Borders, Counts] | tuple[Borders, Counts, dict[str, np.ndarray]]:
-    """Label one chunk and return what the merge and the numbering need from it.
-
-    ``open_faces[axis][side]`` says whether another chunk lies beyond that face; only labels on
-    such faces take part in the merge. With ``stats``, a third item: the statistics of every
-    local label in global coordinates (:meth:`Backend.label_stats`, over ``intensity`` if given).
-    ``keep(labels, n, pack)`` is handed the chunk's labels (device or host, the backend's own)
-    and a function that packs its foreground to bits, for the writing pass to reuse either.
-    """
-    check_block(block, where)
-    if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
-        raise ValueError(
-            f"intensity block of shape {intensity.shape} in {where} differs from the input's "
-            f"{block.shape}"
-        )
-    be = get_backend(backend)
-    fg = be.foreground(block)  # on the device: labeled, and packed if kept
-    if stats:  # the statistics' pass finds the first voxels too
-        labels, n, _ = label_block(fg, backend, connectivity, algorithm)
-    else:
-        dtype = local_dtype(block.shape, connectivity)
-        labels, n, first = be.label_first(fg, connectivity, dtype, algorithm)
-    if keep is not None:
-        keep(labels, n, functools.partial(be.pack, fg))
-    del fg
-    if stats:
-        table, first = be.label_stats_first(labels, n, offset, intensity)
-    ndim = block.ndim
+def _borders(be: Backend, labels: Any, first: np.ndarray, chunk: Chunk) -> Borders:
+    """The chunk's labels on its open faces, the labels there and their keys."""
+    ndim = len(chunk.shape)
     faces: list[np.ndarray | None] = []
     for axis in range(ndim):
         for side in (0, 1):
-            if open_faces[axis][side]:
+            if chunk.open_faces[axis][side]:
                 sl = [slice(None)] * ndim
                 sl[axis] = 0 if side == 0 else -1
                 faces.append(np.ascontiguousarray(be.to_host(labels[tuple(sl)])))
@@ -149,13 +140,68 @@ def summarize(
     present = [f.reshape(-1) for f in faces if f is not None]
     ids = np.unique(np.concatenate(present)) if present else np.empty(0, np.uint64)
     ids = ids[ids != 0].astype(np.int64)
-    keys = to_global_keys(first[ids - 1], block.shape, offset, shape)
-    x = block.shape[-1]
-    rows = int(np.prod(block.shape[:-1]))
-    row_counts = np.bincount(first // x, minlength=rows).astype(row_count_dtype(x))
-    row_counts = row_counts.reshape(block.shape[:-1])
+    return Borders(faces, ids, to_global_keys(first[ids - 1], chunk))
+
+
+def summarize(
+    block: np.ndarray,
+    *,
+    chunk: Chunk,
+    labeler: Labeler,
+    stats: bool = False,
+    intensity: np.ndarray | None = None,
+    keep: Callable[..., object] | None = None,
+) -> Summary:
+    """Label one chunk and return what the merge and the numbering need from it.
+
+    With ``stats``, also the statistics of every local label (over ``intensity`` if given).
+    ``keep(labels, n, pack)`` is handed the chunk's labels (device or host, the backend's own)
+    and a function that packs its foreground to bits, for the writing pass to reuse either.
+    """
+    check_block(block, chunk.where)
+    if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
+        raise ValueError(
+            f"intensity block of shape {intensity.shape} in {chunk.where} differs from the "
+            f"input's {block.shape}"
+        )
+    be = get_backend(labeler.backend)
+    fg = be.foreground(block)  # on the device: labeled, and packed if kept
+    if stats:  # the statistics' pass finds the first voxels too
+        labels, n, _ = labeler.label(fg)
+    else:
+        labels, n, first = labeler.label_first(fg)
+    if keep is not None:
+        keep(labels, n, functools.partial(be.pack, fg))
+    del fg
+    table = None
     if stats:
-        del labels
-        return Borders(faces, ids, keys), Counts(n, row_counts, ids, keys), table
+        table, first = be.label_stats_first(labels, n, chunk.offset, intensity)
+    borders = _borders(be, labels, first, chunk)
     del labels
-    return Borders(faces, ids, keys), Counts(n, row_counts, ids, keys)
+    x = chunk.shape[-1]
+    rows = int(np.prod(chunk.shape[:-1]))
+    row_counts = np.bincount(first // x, minlength=rows).astype(row_count_dtype(x))
+    counts = Counts(n, row_counts.reshape(chunk.shape[:-1]), borders.ids, borders.keys)
+    return Summary(borders, counts, table)
+
+
+def summary_task(
+    block: Any,
+    intensity: Any = None,
+    *,
+    chunk: Chunk,
+    labeler: Labeler,
+    stats: bool = False,
+    keep: Callable[..., object] | None = None,
+) -> Summary:
+    """The labeling pass's task: ``block`` and ``intensity`` are blocks or readers of them
+    (:func:`materialize`)."""
+    values = None if intensity is None else materialize(intensity, chunk.slices)
+    return summarize(
+        materialize(block, chunk.slices),
+        chunk=chunk,
+        labeler=labeler,
+        stats=stats,
+        intensity=values,
+        keep=keep,
+    )

@@ -1,4 +1,4 @@
-"""Final numbering: label = 1 + the number of component roots before the component's first voxel.
+"""Step 5, number: label = 1 + the number of component roots before the component's first voxel.
 
 Roots are counted per *row segment* (one row of one chunk). An exclusive prefix sum of those counts
 in raster order, done as nested cumulative sums over a chunked array, gives each row segment its
@@ -16,6 +16,7 @@ from dask.sizeof import sizeof
 
 from tilelabel.dtypes import count_dtype
 from tilelabel.pipeline.local import Counts, key_rows, sizeof_fields
+from tilelabel.pipeline.plan import Chunk
 
 
 @dataclass
@@ -73,7 +74,7 @@ class LutSpec:
         return offsets.reshape(-1)
 
 
-sizeof.register(LutSpec)(sizeof_fields)  # its row counts and offsets: 1.5 MiB for 512^3
+sizeof.register(LutSpec)(sizeof_fields)  # its row counts and offsets: O(rows) bytes
 
 
 def merged_ids(counts: Counts, roots: np.ndarray) -> np.ndarray:
@@ -93,25 +94,24 @@ def _demoted(counts: Counts, roots: np.ndarray, dropped: np.ndarray | None = Non
 def corrected_counts(
     counts: Counts,
     roots: np.ndarray,
-    offset: tuple[int, ...],
-    shape: tuple[int, ...],
-    block_shape: tuple[int, ...],
     dropped: np.ndarray | None = None,
+    *,
+    chunk: Chunk,
 ) -> np.ndarray:
     """Roots per row of the chunk: local first voxels minus those merged into an earlier root
     (and minus the roots a size filter drops, local ids ``dropped``).
 
-    Shaped ``block_shape[:-1] + (1,)``: one count per row segment, ready to stitch into the
+    Shaped ``chunk.shape[:-1] + (1,)``: one count per row segment, ready to stitch into the
     chunked array of all row segments.
     """
     rc = counts.row_counts.copy().reshape(-1)
     demoted_keys = counts.keys[roots != counts.keys]
     if demoted_keys.size:
-        np.subtract.at(rc, key_rows(demoted_keys, block_shape, offset, shape), 1)
+        np.subtract.at(rc, key_rows(demoted_keys, chunk), 1)
     if dropped is not None and dropped.size:
         # label l's first voxel lies in the row whose inclusive cumulative count reaches l
         np.subtract.at(rc, np.searchsorted(np.cumsum(counts.row_counts), dropped), 1)
-    return rc.reshape(block_shape[:-1] + (1,))
+    return rc.reshape(chunk.shape[:-1] + (1,))
 
 
 def concat_offsets(parts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -123,9 +123,9 @@ def concat_offsets(parts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.nd
     the next level up.
     """
     # a running total over the members, not a cumulative sum along the concatenated last
-    # axis: level 1's members are one count per row, and numpy's cumsum along an axis of 2 to
-    # 8 took 6-11 ms for two to eight 512^3 chunks' rows, a loop over members 0.4-1.6 ms
-    # int64 whatever the parts: level 1's are row counts as narrow as dtypes.row_count_dtype
+    # axis: level 1's members are one count per row, and numpy's cumsum along a short axis is
+    # many times slower than a loop over the members. int64 whatever the parts: level 1's are
+    # row counts as narrow as dtypes.row_count_dtype
     run = np.zeros(parts[0].shape[:-1], np.int64)
     prefixes = []
     for part in parts:
@@ -137,8 +137,8 @@ def concat_offsets(parts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.nd
             run += part.sum(axis=-1)
     # No prefix exceeds the group's totals: narrowed to them, level 1's (a global row's first
     # voxels, at most half its length: uint16 up to 131070 voxels) and level 2's (a plane's:
-    # uint32) are a quarter and a half of int64's bytes. They wait on their workers until the
-    # chunks' lookup specs are made: at 4096^3 on 16 workers, up to 214 MB per worker.
+    # uint32) are a quarter and a half of int64's bytes, since they wait on their workers until
+    # the chunks' lookup specs are made
     narrow = count_dtype(int(run.max()) if run.size else 0)
     return [p.astype(narrow) for p in prefixes], run
 
@@ -159,10 +159,9 @@ def border_finals(
     counts: Counts,
     roots: np.ndarray,
     row_offset: np.ndarray,
-    offset: tuple[int, ...],
-    shape: tuple[int, ...],
-    block_shape: tuple[int, ...],
     dropped: np.ndarray | None = None,
+    *,
+    chunk: Chunk,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Final labels of the border components whose root (first voxel) lies in this chunk
     (0 for the roots in ``dropped``)."""
@@ -170,7 +169,7 @@ def border_finals(
     demoted = np.sort(_demoted(counts, roots, dropped))
     is_root = roots == counts.keys
     ids, keys = counts.ids[is_root], counts.keys[is_root]
-    rows = key_rows(keys, block_shape, offset, shape)
+    rows = key_rows(keys, chunk)
     start = row_start[rows]
     before = np.searchsorted(demoted, ids) - np.searchsorted(demoted, start + 1)
     rank = (ids - 1 - start) - before
@@ -184,8 +183,7 @@ def _row_start(row_counts: np.ndarray) -> np.ndarray:
     """First local id - 1 of each row: the exclusive cumulative sum of the row counts."""
     rc = row_counts.reshape(-1)
     start = np.zeros(rc.size, np.int64)
-    # into place: a concatenation of a list and the cumsum took 9 times as long (512^2 rows:
-    # 1 ms), twice per chunk on the merge's critical path
+    # into place, not a concatenation: this runs twice per chunk on the merge's critical path
     np.cumsum(rc[:-1], out=start[1:])
     return start
 
@@ -220,7 +218,7 @@ def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
     is_root[spec.demoted - 1] = 0
     # cum[i]: roots among local ids 1..i. Local id i of a row is numbered 1 + the row's offset
     # + the roots between the row's start and i; per row, all but cum[i - 1] is one constant,
-    # so no per-label gathers (3M labels per 512^3 chunk at density 0.05: 3 times as fast)
+    # so no per-label gathers
     cum = np.empty(n + 1, np.int64)
     cum[0] = 0
     np.cumsum(is_root, dtype=np.int64, out=cum[1:])

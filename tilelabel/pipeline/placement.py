@@ -2,20 +2,15 @@
 
 *Order*: chunks are labeled in raster order of the chunk grid, and merge tasks run before the
 chunks still to label. A chunk's faces wait on its worker until its border pairs are done, and
-those need its forward neighbours, the next slab's among them. Left to dask's own order, the
-labeling pass jumped about the grid (a corner chunk first, then another), and a worker held up
-to 222 MB of results by the end of the pass at 4096^3 on 16 workers, most of them faces
-(6.5 MB per 512^3 chunk), growing with the volume. In raster order the waiting faces are about
-a slab of chunks across all workers: a worker held at most 126 MB in that pass, counts included
-(H100, 2026-11-24).
+those need its forward neighbours, the next slab's among them. In raster order the faces that
+wait are about a slab of chunks across all workers; in dask's own order, which jumps about the
+grid, they grow with the volume.
 
 *Place*: each chunk's lookup spec is made on the worker that labeled the chunk. dask runs a
-task where most of its inputs' bytes are. A spec reads its chunk's counts (on the worker that
-labeled the chunk) and its share of the prefix sums, whose largest piece (a chunk row's plane
-prefixes) lives on the worker of that row's prefix task: at 4096^3 on 16 workers, one worker
-made 82 of the 512 specs and held them, 230 MB, until their writes (H100, 2026-11-24). A spec
-then waits for its chunk's write, which goes to the worker that labeled the chunk. Made there,
-every worker holds the specs of its own chunks alone: 22-45 MB per worker at 4096^3.
+task where most of its inputs' bytes are, and a spec's largest input (a chunk row's plane
+prefixes) lives on the worker of that row's prefix task, so one worker would make and hold the
+specs of many chunks until their writes. A spec waits for its chunk's write, which goes to the
+worker that labeled the chunk: made there, every worker holds the specs of its own chunks alone.
 """
 
 from __future__ import annotations

@@ -1,23 +1,50 @@
-"""The chunk plan: how a volume is cut into processing chunks.
+"""Step 1, the plan: how a volume is cut into processing chunks.
 
 Processing chunks are whole multiples of the storage chunks, so every processing chunk reads and
-writes whole storage chunks and no two tasks ever write the same storage chunk.
+writes whole storage chunks and no two tasks ever write the same storage chunk. Each chunk has
+an index in the chunk grid and a global offset (:class:`Chunk`).
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-#: Voxels per processing chunk aimed for when the user gives none: big enough to amortise task
-#: overhead (and to feed a GPU), small enough that a worker holds a few chunks at once. On an
-#: H200 (8 host threads per GPU worker, 2026-11-21) 256^3 GPU chunks made the 1024^3 pipeline
-#: slower than 512^3 (11.9 s vs 8.3 s): per-chunk host work outweighs finer overlap.
-DEFAULT_TARGET_VOXELS = {"cpu": 256**3, "cuda": 512**3}
+if TYPE_CHECKING:
+    from tilelabel.resources import Fit
+
+log = logging.getLogger("tilelabel")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One processing chunk, as the tasks that work on it see it."""
+
+    #: its index in the chunk grid
+    index: tuple[int, ...]
+    #: its first voxel's position in the volume
+    offset: tuple[int, ...]
+    #: its own shape
+    shape: tuple[int, ...]
+    #: the whole volume's shape
+    volume: tuple[int, ...]
+    #: per axis, (low, high): whether another chunk lies beyond that face
+    open_faces: tuple[tuple[bool, bool], ...]
+
+    @property
+    def slices(self) -> tuple[slice, ...]:
+        return tuple(slice(o, o + b) for o, b in zip(self.offset, self.shape, strict=True))
+
+    @property
+    def where(self) -> str:
+        """How errors name it."""
+        return f"chunk {self.index} at {self.offset}"
 
 
 @dataclass(frozen=True)
@@ -59,6 +86,11 @@ class ChunkPlan:
         off = self.offset(index)
         return tuple(slice(o, o + b) for o, b in zip(off, self.block_shape(index), strict=True))
 
+    def chunk(self, index: Sequence[int]) -> Chunk:
+        index = tuple(index)
+        open_faces = tuple((i > 0, i < g - 1) for i, g in zip(index, self.grid, strict=True))
+        return Chunk(index, self.offset(index), self.block_shape(index), self.shape, open_faces)
+
     def neighbour(self, index: Sequence[int], step: Sequence[int]) -> tuple[int, ...] | None:
         """The chunk at ``index + step``, or None outside the grid."""
         nb = tuple(i + s for i, s in zip(index, step, strict=True))
@@ -79,7 +111,7 @@ def plan_for_storage(
     shape: Sequence[int],
     storage_chunks: Sequence[int],
     chunks: Sequence[int] | None = None,
-    target_voxels: int = DEFAULT_TARGET_VOXELS["cpu"],
+    target_voxels: int = 256**3,
 ) -> ChunkPlan:
     """Plan processing chunks over a store whose chunks are ``storage_chunks``.
 
@@ -126,20 +158,16 @@ def plan_for_run(
     shape: Sequence[int],
     storage_chunks: Sequence[int],
     chunks: Sequence[int] | None,
-    backend: str,
     threads: int,
+    largest: int,
     min_tiles: int = 1,
-    largest: int | None = None,
 ) -> ChunkPlan:
-    """A run's plan: ``chunks`` when given, else the backend's target chunk size (or
-    ``largest`` voxels), made smaller for small volumes so that each of the cluster's
-    ``threads`` worker threads gets two chunks, but not below ``min_tiles`` storage chunks (nor
-    above the target for that): a GPU that compresses the output does so one chunk's tiles at
-    a time, and needs many of them at once (see :mod:`tilelabel.pipeline.encoders`)."""
+    """A run's plan: ``chunks`` when given, else chunks of at most ``largest`` voxels, made
+    smaller for small volumes so that each of the cluster's ``threads`` worker threads gets two
+    chunks, but not below ``min_tiles`` storage chunks (nor above ``largest`` for that)."""
     if chunks is not None:
         return plan_for_storage(shape, storage_chunks, chunks)
     voxels = int(np.prod([int(s) for s in shape], dtype=np.int64))
-    largest = DEFAULT_TARGET_VOXELS[backend] if largest is None else largest
     tile = math.prod(min(int(c), int(s)) for c, s in zip(storage_chunks, shape, strict=True))
     target = max(voxels // (2 * max(threads, 1)), min(min_tiles * tile, largest))
     return plan_for_storage(shape, storage_chunks, None, max(int(min(target, largest)), 1))
@@ -159,19 +187,28 @@ def forward_steps(ndim: int) -> list[tuple[int, ...]]:
     return steps
 
 
-def dtype_bytes(dtype) -> int:
-    return np.dtype(dtype).itemsize
+def plan_run(run, client) -> Fit:
+    """Step 1 of a run (:mod:`tilelabel.pipeline.run`): its chunks on the cluster of ``client``
+    and what each worker may keep besides them, as its backend's resources fit them."""
+    from tilelabel.resources import Request
 
-
-def shrink_to_fit(
-    block: tuple[int, ...], storage: tuple[int, ...], ratio: float
-) -> tuple[int, ...]:
-    """A chunk shape, whole multiples of ``storage``, holding at most ``ratio`` of ``block``'s
-    voxels: every axis scaled by ratio^(1/ndim), the largest first where rounding leaves room."""
-    scale = ratio ** (1.0 / len(block))
-    out = [max(s, int(b * scale) // s * s) for b, s in zip(block, storage, strict=True)]
-    limit = ratio * math.prod(block)
-    while math.prod(out) > limit and any(o > s for o, s in zip(out, storage, strict=True)):
-        axis = max(range(len(out)), key=lambda a: out[a] if out[a] > storage[a] else -1)
-        out[axis] -= storage[axis]
-    return tuple(out)
+    o, volume = run.options, run.volume
+    request = Request(
+        shape=volume.shape,
+        storage=volume.storage_chunks,
+        chunks=o.chunks,
+        connectivity=run.labeler.connectivity,
+        keep_labels=o.keep_labels,
+        keep_input=o.keep_input,
+        gpu_encode=o.gpu_encode,
+        like=volume.array,
+    )
+    fit = run.resources.fit(client, request)
+    log.info(
+        "labeling %s %s in %d chunks of up to %s",
+        volume.shape,
+        volume.array.dtype,
+        fit.plan.nchunks,
+        fit.plan.max_block_shape(),
+    )
+    return fit

@@ -77,10 +77,8 @@ def options(
     max_size: int | None = None,
     intensity: bool = False,
 ) -> StatsOptions | None:
-    """Validated options, or None when nothing beyond labels is asked (the default path)."""
-    for name, v in (("min_size", min_size), ("max_size", max_size)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0):
-            raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+    """The options, or None when nothing beyond labels is asked (the default path); sizes
+    already checked one by one (:class:`tilelabel.options.Options`), here together."""
     if min_size is not None and max_size is not None and min_size > max_size:
         raise ValueError(f"min_size {min_size} is larger than max_size {max_size}")
     if intensity and not table:
@@ -123,6 +121,7 @@ def dropped(
     counts: Counts,
     roots: np.ndarray,
     merged: dict[str, np.ndarray],
+    *,
     opts: StatsOptions,
 ) -> np.ndarray:
     """Sorted local ids of the component roots in this chunk that the size filter drops.

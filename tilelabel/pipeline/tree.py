@@ -1,14 +1,12 @@
-"""The merge tree: border labels are joined in groups of up to 2^ndim chunks, then in groups of
+"""Step 4, resolve: border labels are joined in groups of up to 2^ndim chunks, then in groups of
 those groups, up to one group of the whole grid; what each group learned then goes back down.
 
 A node of the tree is a box of chunks. Going up, a node joins its children's components through
 the border pairs between them and passes on only the labels on its own outer faces, with their
 component's smallest key within the node, and the pairs that leave it. Its memory is that of
-its children's borders with each other: at the top, the labels on the grid's mid-planes, not
-every chunk's border labels, which one task held when the whole resolve ran in one. At 4096^3,
-density 0.05, on one H100 (2026-11-24), the two workers of resolve and distribute peaked at
-2.06 and 2.10 GiB of host memory, the other 14 at 1.47-1.60; with the tree, all 16 at
-1.47-1.60.
+its children's borders with each other: at the top, the labels on the grid's mid-planes, never
+every chunk's border labels (which grow with the volume, as O(N) for N voxels; the mid-planes'
+as O(N^(2/3))).
 
 A component's smallest key within a node is its root (its first voxel in raster order) as soon
 as the node's box holds that voxel, and a component that touches none of a node's outer faces
@@ -17,8 +15,8 @@ components (:func:`down`, :func:`share`), and later the final label or merged st
 each (:func:`gather` up, :func:`scatter` down), again in O(its children's borders).
 
 Labels are named across the tree as ``chunk ordinal << POSITION_BITS | position``, the position
-being the label's index in its chunk's sorted border ids (:func:`merge.chunk_pairs`); the name
-tells a node which chunk, and so which child and face, a label belongs to.
+being the label's index in its chunk's sorted border ids (:func:`borders.chunk_pairs`); the name
+tells a node which chunk, and so which child and face, a label belongs to (:func:`leaf`).
 """
 
 from __future__ import annotations
@@ -32,8 +30,8 @@ from dask.sizeof import sizeof
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from tilelabel.pipeline.local import sizeof_fields
-from tilelabel.pipeline.merge import POSITION_BITS
+from tilelabel.pipeline.borders import POSITION_BITS, chunk_pairs, face_mask
+from tilelabel.pipeline.local import Borders, sizeof_fields
 
 Reducers = Mapping[str, Callable]
 
@@ -119,8 +117,7 @@ sizeof.register(Rows)(sizeof_fields)
 def _search(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Where each of ``queries`` is or would go in the sorted, non-empty ``keys``, clipped to
     an index of ``keys`` (the caller tells hits by comparing). Queries out of order are sorted
-    first: binary searches in random order miss the cache, 0.84 s for 3M queries into 3M keys
-    against 0.16 s with the sort."""
+    first: binary searches in random order miss the cache."""
     if queries.size > 4096 and np.any(queries[1:] < queries[:-1]):
         order = np.argsort(queries)
         pos = np.empty(queries.size, np.intp)
@@ -130,10 +127,25 @@ def _search(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return pos.clip(max=keys.size - 1)
 
 
-def leaf(ordinal: int, keys: np.ndarray, faces: np.ndarray, pairs: np.ndarray) -> Part:
-    """A chunk as a node: all its border labels, each its own component so far."""
+def leaf(
+    borders: Borders,
+    contacts: Sequence[np.ndarray],
+    *,
+    ordinal: int,
+    steps: Sequence[tuple[int, ...]],
+    ordinals: Sequence[int],
+    connectivity: int,
+) -> Part:
+    """A chunk as a node of the tree: all its border labels, each its own component so far,
+    their faces, and its pairs with its forward neighbours (at ``steps``, whose ``contacts``
+    towards it are given: :func:`borders.contact`, and whose ``ordinals`` are their places in
+    the grid's raster order)."""
+    pairs = chunk_pairs(
+        borders, ordinal, list(zip(steps, contacts, ordinals, strict=True)), connectivity
+    )
+    keys = borders.keys
     names = (np.int64(ordinal) << POSITION_BITS) + np.arange(keys.size, dtype=np.int64)
-    return Part(names, keys.astype(np.int64, copy=False), faces, pairs)
+    return Part(names, keys.astype(np.int64, copy=False), face_mask(borders), pairs)
 
 
 def _chunks(names: np.ndarray, grid: tuple[int, ...]) -> tuple[np.ndarray, ...]:
@@ -169,7 +181,7 @@ def _runs(ordered: np.ndarray) -> np.ndarray:
 
 def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``np.unique(values, return_index=True, return_inverse=True)``, ``first`` any index of
-    each value. np.unique took 0.5-0.8 s for 3M keys where an argsort takes 0.1 s (numpy 2.4)."""
+    each value: one argsort and one pass, where np.unique sorts more than once."""
     order = np.argsort(values)
     ordered = values[order]
     starts = _runs(ordered)
@@ -184,8 +196,14 @@ def _smallest(comp: np.ndarray, ncomp: int, keys: np.ndarray) -> np.ndarray:
     return root
 
 
-def up(lo: tuple[int, ...], hi: tuple[int, ...], grid: tuple[int, ...], parts: Sequence[Part]):
-    """Join the children's components inside the box ``lo``..``hi`` of chunks.
+def up(
+    parts: Sequence[Part],
+    *,
+    lo: tuple[int, ...],
+    hi: tuple[int, ...],
+    grid: tuple[int, ...],
+) -> tuple[Rows, Part]:
+    """Join the children's components (``parts``) inside the box ``lo``..``hi`` of chunks.
 
     Returns the node's joins, for :func:`down`: ``Rows`` of every child component that reaches
     here (keyed by the child's rep) with its rep here (``"root"``) and the child it came from;
@@ -239,9 +257,9 @@ def down(joins: Rows, given: Rows | None) -> Rows:
     return Rows(joins.keys, {"root": roots, "given_at": at}, joins.child)
 
 
-def share(rows: Rows, i: int, only: str | None = None) -> Rows:
-    """Child ``i``'s part of a node's rows going down (only field ``only``, if given)."""
-    return rows.take(rows.child == i, [only] if only else None)
+def share(rows: Rows, *, child: int, only: str | None = None) -> Rows:
+    """Child ``child``'s part of a node's rows going down (only field ``only``, if given)."""
+    return rows.take(rows.child == child, [only] if only else None)
 
 
 def combine(parts: Sequence[Rows], reducers: Reducers) -> Rows:
@@ -249,7 +267,7 @@ def combine(parts: Sequence[Rows], reducers: Reducers) -> Rows:
     fields are those of ``parts``, all alike)."""
     keys = np.concatenate([p.keys for p in parts])
     # each part is sorted already: a stable sort merges their runs, and one pass finds the
-    # first of each key (np.unique sorts them all again: 3M rows took 0.45 s, this 0.07)
+    # first of each key (np.unique would sort them all again)
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     start = np.flatnonzero(_runs(keys))
@@ -260,12 +278,12 @@ def combine(parts: Sequence[Rows], reducers: Reducers) -> Rows:
     return Rows(keys[start], values)
 
 
-def grouped(roots: np.ndarray, values: dict[str, np.ndarray], reducers: Reducers) -> Rows:
+def grouped(roots: np.ndarray, values: dict[str, np.ndarray], *, reducers: Reducers) -> Rows:
     """A chunk's rows of its border labels (aligned with ``roots``), combined by root."""
     return combine([Rows(roots, values)], reducers)
 
 
-def gather(parts: Sequence[Rows], given: Rows | None, reducers: Reducers) -> tuple[Rows, Rows]:
+def gather(parts: Sequence[Rows], given: Rows | None, *, reducers: Reducers) -> tuple[Rows, Rows]:
     """A node's rows keyed by root: its children's, combined; and of those, the rows of the
     components it exports (``given``: its exported reps and their roots from :func:`share`,
     None at the top) for its parent."""

@@ -1,1 +1,1 @@
-"""CUDA C sources of the GPU kernels, loaded through cupy.RawModule by tilelabel.kernels.gpu."""
+"""CUDA C sources of the GPU kernels, one per kernel family (see tilelabel.kernels.gpu_compile)."""

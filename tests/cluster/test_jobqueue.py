@@ -1,0 +1,294 @@
+"""Slurm through dask-jobqueue: the job scripts the shipped config generates."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_until
+from tilelabel import config
+
+pytest.importorskip("dask_jobqueue")
+
+from tilelabel.cluster import jobqueue  # noqa: E402
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def directives(script: str) -> list[str]:
+    return [line[len("#SBATCH ") :] for line in script.splitlines() if line.startswith("#SBATCH")]
+
+
+def worker_line(script: str) -> str:
+    (line,) = [x for x in script.splitlines() if " -m " in x]
+    return line
+
+
+def test_slurm_gpu_job_script():
+    spec = config.load(CONFIGS / "slurm-gpu.yaml")["cluster"]
+    script = jobqueue.job_script(spec)
+    d = directives(script)
+    assert "-p gpu" in d and "-t 02:00:00" in d and "--gres=gpu:4" in d
+    assert "--cpus-per-task=16" in d and "--mem=128G" in d
+    line = worker_line(script)
+    # tilelabel's launcher: 16 cores over 4 GPUs, so 4 single-threaded workers on each GPU
+    assert re.search(r" -m tilelabel.cluster.gpu_worker tcp://\S+ ", line), line
+    assert "--nthreads 1" in line and "--memory-limit 8.00GiB" in line
+    assert "--workers-per-gpu 4 --fit-memory" in line and "--nworkers" not in line
+    assert jobqueue.workers_per_job(spec) == 16
+
+
+def test_slurm_gpu_workers_per_gpu():
+    base = {"kind": "slurm", "gpus": 2, "cores": 8, "memory": "64GiB"}
+    kwargs = jobqueue.slurm_kwargs({**base, "workers_per_gpu": 2})
+    assert kwargs["processes"] == 4 and kwargs["cores"] == 8
+    assert kwargs["worker_extra_args"][-2:] == ["--workers-per-gpu", "2"]
+    assert "--gres=gpu:2" in kwargs["job_extra_directives"]
+    # more workers than cores: the job asks for a core per worker
+    kwargs = jobqueue.slurm_kwargs({**base, "workers_per_gpu": 8})
+    assert kwargs["processes"] == 16 and kwargs["cores"] == 16
+    # at most 16 per GPU by default, at least one
+    assert jobqueue.slurm_kwargs({**base, "cores": 64, "gpus": 1})["processes"] == 16
+    assert jobqueue.slurm_kwargs({**base, "cores": 1})["processes"] == 2
+    spec = config.validate({"cluster": {**base, "workers_per_gpu": 3}})["cluster"]
+    assert jobqueue.workers_per_job(spec) == 6
+
+
+def test_gpu_jobs_fit_their_workers_to_the_gpus_unless_told_how_many():
+    base = {"kind": "slurm", "gpus": 2, "cores": 8, "memory": "64GiB"}
+    assert "--fit-memory" in jobqueue.slurm_kwargs(base)["worker_extra_args"]
+    assert (
+        "--fit-memory"
+        not in jobqueue.slurm_kwargs({**base, "workers_per_gpu": 4})["worker_extra_args"]
+    )
+
+
+def test_wait_for_workers_takes_the_count_the_jobs_started(monkeypatch, caplog):
+    """Real workers on a real scheduler. Workers a GPU job started say how many it started
+    (their environment): the wait ends when those are there, not at the count submitted.
+    Workers that say nothing (CPU jobs) count at the submitted number per job."""
+    from distributed import Client, LocalCluster
+
+    from tilelabel.cluster.gpu_worker import JOB_ENV, JOB_WORKERS_ENV
+
+    # in-process workers: their environment is this process's
+    monkeypatch.setenv(JOB_ENV, "node1:42")
+    monkeypatch.setenv(JOB_WORKERS_ENV, "2")
+    with (
+        LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        assert jobqueue.wait_for_workers(c, jobs=1, per_job=16, timeout=120) == 2
+        assert "starting with" not in caplog.text
+        # a second job not yet heard from counts at its submitted 16
+        assert jobqueue.wait_for_workers(c, jobs=2, per_job=16, timeout=1) == 2
+        assert "starting with 2 of 18 workers" in caplog.text
+        caplog.clear()
+        monkeypatch.delenv(JOB_ENV)
+    with (
+        LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        assert jobqueue.wait_for_workers(c, jobs=1, per_job=3, timeout=1) == 2
+        assert "starting with 2 of 3 workers" in caplog.text
+    with (
+        LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as c,
+        pytest.raises(RuntimeError, match="no dask worker connected within 1.0 s"),
+    ):
+        jobqueue.wait_for_workers(c, jobs=1, per_job=1, timeout=1.0)
+
+
+def test_cpu_job_script_and_options():
+    spec = config.validate(
+        {
+            "cluster": {
+                "kind": "slurm",
+                "queue": "cpu",
+                "account": "lab",
+                "cores": 8,
+                "memory": "32GiB",
+                "walltime": "00:10:00",
+                "job_extra_directives": ["--constraint=skylake"],
+                "job_script_prologue": ["source /shared/venv/bin/activate"],
+                "python": "/shared/venv/bin/python",
+            }
+        }
+    )["cluster"]
+    script = jobqueue.job_script(spec)
+    d = directives(script)
+    assert {"-p cpu", "-A lab", "--cpus-per-task=8", "--mem=32G", "-t 00:10:00"} <= set(d)
+    assert "--constraint=skylake" in d and not any("gres" in x for x in d)
+    assert "source /shared/venv/bin/activate" in script
+    line = worker_line(script)
+    assert line.startswith("/shared/venv/bin/python -m distributed.cli.dask_worker tcp://")
+    # single-threaded worker processes, one per core, as on a local cluster
+    assert "--nthreads 1" in line and "--nworkers 8" in line and "--memory-limit 4.00GiB" in line
+    assert jobqueue.workers_per_job(spec) == 8
+
+
+def test_defaults():
+    kwargs = jobqueue.slurm_kwargs({"kind": "slurm"})
+    assert kwargs["cores"] == 1 and kwargs["processes"] == 1 and kwargs["memory"] == "4GiB"
+    assert "scale" not in kwargs and "kind" not in kwargs
+
+
+# --- a real single-node Slurm (Debian's slurm-wlm and munge), started here when available ---
+
+SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """munged, slurmctld and slurmd on this machine, with every file in a temporary folder: one
+    partition ``debug`` of this node (no cgroups, linuxproc process tracking, SlurmUser root).
+    Yields the partition name; SLURM_CONF points dask-jobqueue's sbatch/squeue/scancel at it."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+
+    missing = [b for b in SLURM_BINARIES if shutil.which(b) is None]
+    if missing:
+        pytest.skip(f"Slurm not installed (no {', '.join(missing)}): apt-get install slurm-wlm")
+    if os.geteuid() != 0:
+        pytest.skip("the test Slurm runs its daemons as root")
+    d = tmp_path_factory.mktemp("slurm")
+    (d / "state").mkdir()
+    (d / "spool").mkdir()
+    key = d / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    sock = d / "munge.sock"
+    host = socket.gethostname().split(".")[0]
+    mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    conf = d / "slurm.conf"
+    conf.write_text(
+        f"""ClusterName=tilelabel-test
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={sock}
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd.log
+PlugStackConfig={d}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+ReturnToService=2
+MpiDefault=none
+NodeName={host} CPUs={os.cpu_count()} RealMemory={mem_mb // 2} State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+    )
+    (d / "plugstack.conf").write_text("")
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    started = []
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(conf)
+    try:
+        try:
+            subprocess.run(
+                ["munged", "--force", f"--key-file={key}", f"--socket={sock}",
+                 f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log",
+                 f"--seed-file={d}/munge.seed"],
+                check=True, env=env,
+            )  # fmt: skip
+            started.append(d / "munged.pid")
+            subprocess.run(["slurmctld", "-i"], check=True, env=env)
+            started.append(d / "slurmctld.pid")
+            subprocess.run(["slurmd"], check=True, env=env)
+            started.append(d / "slurmd.pid")
+
+            def idle() -> bool:
+                out = subprocess.run(
+                    ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env
+                ).stdout
+                return out.strip() == "idle"
+
+            wait_until(idle, 60, "the Slurm node to become idle")
+        except (subprocess.CalledProcessError, RuntimeError) as e:
+            # installed but unable to run here (e.g. a container without the privileges)
+            logs = "".join(p.read_text()[-400:] for p in d.glob("*.log"))
+            pytest.skip(f"the test Slurm did not come up on this machine ({e}): {logs}")
+        yield "debug"
+    finally:
+        subprocess.run(["scancel", "--user=root"], env=env, capture_output=True)
+        subprocess.run(["scontrol", "shutdown"], env=env, capture_output=True)
+        for pid_file in reversed(started):  # only the daemons started here, by their pid
+            try:
+                pid = int(pid_file.read_text())
+            except (OSError, ValueError):
+                continue
+            if pid_file.name == "munged.pid":
+                os.kill(pid, 15)
+            try:  # slurmd and slurmctld stop on "scontrol shutdown"
+                wait_until(lambda p=pid: not os.path.exists(f"/proc/{p}"), 10, str(pid_file))
+            except RuntimeError:
+                os.kill(pid, 9)
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
+
+
+def test_label_through_real_slurm_jobs(slurm, tmp_path, capsys):
+    """The shipped slurm-gpu.yaml, turned to CPU workers (gpus: 0) on the test partition, run
+    by the command: dask-jobqueue submits a job, its worker connects, the labels equal scipy."""
+    import subprocess
+
+    import numpy as np
+    import yaml
+    import zarr
+    from scipy import ndimage
+
+    from tests.conftest import write_zarr
+    from tilelabel.cli import main
+    from tilelabel.synth import random_volume
+
+    img = random_volume((40, 36, 30), 0.3, 1, seed=31)
+    src = write_zarr(tmp_path / "in.zarr", img, (10, 12, 10))
+    raw = yaml.safe_load((CONFIGS / "slurm-gpu.yaml").read_text())
+    raw.update(input=src, output=str(tmp_path / "out.zarr"), backend="cpu", chunks=[20, 12, 10])
+    raw["cluster"].update(
+        queue=slurm, gpus=0, cores=2, memory="2GiB", scale=1, walltime="00:10:00",
+        wait_timeout=120, log_directory=str(tmp_path / "logs"),
+    )  # fmt: skip
+    cfg = tmp_path / "slurm-cpu.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    assert main(["label", "--config", str(cfg), "-q"]) == 0
+    out = capsys.readouterr()
+    np.testing.assert_array_equal(
+        zarr.open_array(str(tmp_path / "out.zarr"))[...], ndimage.label(img, np.ones((3, 3, 3)))[0]
+    )
+    assert "components in 43,200 voxels" in out.out
+    # the job ran under Slurm (its output file is there) and was cancelled at the end
+    assert list((tmp_path / "logs").glob("*.out")) or list((tmp_path / "logs").glob("*.err"))
+    squeue = subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout
+    wait_until(
+        lambda: not subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout,
+        30,
+        f"the dask job to leave the queue ({squeue})",
+    )

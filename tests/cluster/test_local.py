@@ -1,0 +1,165 @@
+"""Run configs' cluster sections on real clusters: the shipped configs run, flags override them."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+import zarr
+from scipy import ndimage
+
+from tests.conftest import write_zarr
+from tilelabel import config
+from tilelabel.cli import main
+from tilelabel.resources.gpu import cluster_shape
+from tilelabel.synth import random_volume
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+FULL3 = np.ones((3, 3, 3))
+
+
+def run(*args):
+    return main([str(a) for a in args])
+
+
+def sample(where: Path, shape=(48, 40, 36), chunks=(16, 20, 12), seed=4) -> np.ndarray:
+    """``sample.zarr`` in ``where``: the input name the shipped configs use."""
+    img = random_volume(shape, 0.3, 1, seed=seed)
+    write_zarr(where / "sample.zarr", img, chunks)
+    return img
+
+
+def shipped(name: str, tmp_path: Path, **changes) -> Path:
+    """A shipped config, copied with some values changed (e.g. the scheduler address)."""
+    raw = yaml.safe_load((CONFIGS / name).read_text())
+    for key, value in changes.items():
+        if isinstance(value, dict):
+            raw[key] = {**raw[key], **value}
+        else:
+            raw[key] = value
+    out = tmp_path / name
+    out.write_text(yaml.safe_dump(raw))
+    return out
+
+
+def test_local_cpu_config_runs_as_shipped(tmp_path, monkeypatch, capsys):
+    """configs/local-cpu.yaml unchanged (relative paths), on a LocalCluster it starts itself;
+    the dashboard address is printed, and no progress bar shows when stderr is not a terminal."""
+    monkeypatch.chdir(tmp_path)
+    img = sample(tmp_path, chunks=(16, 16, 16))
+    assert run("label", "--config", CONFIGS / "local-cpu.yaml") == 0
+    err = capsys.readouterr().err
+    assert "local dask cluster of 2 workers, dashboard at http" in err
+    assert "labeling:" not in err and "%|" not in err
+    np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
+
+
+def test_scheduler_config_runs(tmp_path, cluster, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    img = sample(tmp_path)
+    cfg = shipped(
+        "scheduler.yaml",
+        tmp_path,
+        chunks=[16, 20, 12],
+        backend="cpu",
+        cluster={"address": cluster.scheduler_address},
+    )
+    assert config.load(cfg)["cluster"]["kind"] == "scheduler"
+    assert run("label", "--config", cfg, "-q") == 0
+    np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
+
+
+def test_flags_override_the_cluster_section(tmp_path, cluster, monkeypatch, capsys):
+    """A cluster section pointing at nothing fails; --scheduler on the command line replaces it,
+    and positional INPUT OUTPUT replace the file's."""
+    img = sample(tmp_path)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(
+        "input: nowhere.zarr\noutput: nothing.zarr\nbackend: cpu\nchunks: [16, 20, 12]\n"
+        "cluster: {kind: scheduler, address: 'tcp://127.0.0.1:9'}\n"
+    )
+    out = tmp_path / "out.zarr"
+    argv = ["label", "--config", cfg, tmp_path / "sample.zarr", out, "-q"]
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        assert run(*argv) == 1
+    assert "failed" in capsys.readouterr().err and not out.exists()
+    assert run(*argv, "--scheduler", cluster.scheduler_address, "-c", "6") == 0
+    np.testing.assert_array_equal(zarr.open_array(str(out))[...], ndimage.label(img)[0])
+
+
+def test_local_kind_starts_its_own_cluster(tmp_path, client):
+    """kind: local starts a LocalCluster even while another client is active in the process."""
+    import tilelabel
+
+    img = sample(tmp_path, shape=(30, 20), chunks=(10, 10))
+    with client.as_current():
+        n = tilelabel.label_zarr(
+            str(tmp_path / "sample.zarr"),
+            str(tmp_path / "out.zarr"),
+            backend="cpu",
+            cluster={"kind": "local", "workers": 1},
+        )
+    ref, rn = ndimage.label(img, np.ones((3, 3)))
+    assert n == rn
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], ref)
+
+
+@pytest.mark.gpu
+def test_local_gpu_config_runs(tmp_path, monkeypatch):
+    from tilelabel.kernels.backends import cuda_available
+
+    if not cuda_available() or importlib.util.find_spec("dask_cuda") is None:
+        pytest.skip("needs a usable GPU and dask-cuda")
+    monkeypatch.chdir(tmp_path)
+    img = sample(tmp_path)
+    assert config.load(CONFIGS / "local-gpu.yaml")["cluster"] == {"kind": "local-cuda"}
+    assert run("label", "--config", CONFIGS / "local-gpu.yaml", "--chunks", "16,20,12", "-q") == 0
+    np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
+
+
+@pytest.mark.gpu
+def test_workers_per_gpu_flag_starts_that_many_workers(tmp_path, monkeypatch, capfd):
+    from tilelabel.kernels.backends import cuda_available
+
+    if not cuda_available() or importlib.util.find_spec("dask_cuda") is None:
+        pytest.skip("needs a usable GPU and dask-cuda")
+    monkeypatch.chdir(tmp_path)
+    img = sample(tmp_path)
+    argv = ["label", "sample.zarr", "labels.zarr", "--backend", "cuda", "--workers", "1"]
+    assert run(*argv, "--workers-per-gpu", "2", "--chunks", "16,20,12") == 0
+    assert "local dask cluster of 2 workers" in capfd.readouterr().err
+    np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
+
+
+def test_every_shipped_config_is_tested():
+    """A new file in configs/ needs a test that runs it (or its job script)."""
+    assert sorted(p.name for p in CONFIGS.glob("*.yaml")) == [
+        "local-cpu.yaml",
+        "local-gpu.yaml",
+        "scheduler.yaml",
+        "slurm-gpu.yaml",
+    ]
+
+
+@pytest.mark.parametrize(
+    "cores, slots, workers, threads, shape",
+    [
+        (16, 19, None, None, (16, 1)),  # an 80 GB GPU, 16 cores: a worker per core
+        (16, None, None, None, (16, 1)),  # NVML cannot tell: the cores decide
+        (16, 5, None, None, (5, 1)),  # 22 GiB free: as many threads as fit, one per worker
+        (4, 5, None, None, (4, 1)),
+        (32, 35, None, None, (16, 2)),  # a 141 GB GPU, 32 cores: 16 workers, 2 threads each
+        (32, 19, None, None, (16, 1)),  # room for 19 threads, not 32
+        (16, 5, None, 2, (5, 2)),  # threads named: kept
+        (16, None, 1, None, (1, 8)),  # one worker named: its share of the cores, at most 8
+        (2, None, 1, None, (1, 2)),
+        (16, None, 4, None, (4, 4)),
+    ],
+)
+def test_cluster_shape(cores, slots, workers, threads, shape):
+    assert cluster_shape(cores, slots, workers, threads) == shape

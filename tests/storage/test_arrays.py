@@ -1,0 +1,186 @@
+"""zarr reader and writer of the pipeline's tasks: per-thread event loops for local stores."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import zarr
+
+from tilelabel.storage.arrays import ZarrSource, ZarrTarget
+
+
+def _blocks(shape, size):
+    return [
+        (slice(z, z + size), slice(y, y + size), slice(0, shape[2]))
+        for z in range(0, shape[0], size)
+        for y in range(0, shape[1], size)
+    ]
+
+
+def test_threads_that_come_and_go_read_and_write(tmp_path):
+    """Each round's threads end and their loops are collected; later rounds still work (a
+    closing loop must not shut down the codec pool the other loops share)."""
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 1000, (64, 64, 48), dtype=np.uint32)
+    src, dst = str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr")
+    zarr.create_array(src, shape=data.shape, chunks=(16, 16, 16), dtype=data.dtype)[:] = data
+    zarr.create_array(dst, shape=data.shape, chunks=(16, 16, 16), dtype=np.uint64)
+    source, target = ZarrSource(src), ZarrTarget(dst)
+    blocks = _blocks(data.shape, 32)
+
+    def copy_twice(sl):
+        target(sl, source(sl).astype(np.uint64) * 2)
+
+    for _ in range(3):
+        with ThreadPoolExecutor(4) as ex:
+            list(ex.map(copy_twice, blocks))
+        gc.collect()
+    np.testing.assert_array_equal(zarr.open_array(dst)[...], data.astype(np.uint64) * 2)
+
+
+def test_inside_a_running_event_loop(tmp_path):
+    """Called from a thread whose event loop is running (a notebook's), it uses zarr's own."""
+    data = np.arange(4096, dtype=np.uint16).reshape(16, 16, 16)
+    src, dst = str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")
+    zarr.create_array(src, shape=data.shape, chunks=(8, 8, 8), dtype=data.dtype)[:] = data
+    zarr.create_array(dst, shape=data.shape, chunks=(8, 8, 8), dtype=data.dtype)
+    sl = (slice(0, 8), slice(8, 16), slice(None))
+
+    async def inside():
+        ZarrTarget(dst)(sl, ZarrSource(src)(sl))
+
+    asyncio.run(inside())
+    out = zarr.open_array(dst)[...]
+    np.testing.assert_array_equal(out[sl], data[sl])
+    assert not out[:8, :8].any()
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="thread priorities are Linux's")
+def test_codec_threads_run_below_the_caller():
+    import threading
+
+    from tilelabel.storage.loops import lower_priority
+
+    def nice():
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = nice()
+    with ThreadPoolExecutor(1, initializer=lower_priority, initargs=(3,)) as pool:
+        assert pool.submit(nice).result() == min(19, mine + 3)
+    with ThreadPoolExecutor(1, initializer=lower_priority, initargs=(0,)) as pool:
+        assert pool.submit(nice).result() == mine
+    assert nice() == mine  # the caller's own priority is left as it was
+
+
+@pytest.mark.parametrize(
+    "kwargs, raw",
+    [
+        ({}, True),  # zarr v3's default: bytes + zstd level 0
+        ({"zarr_format": 2}, True),  # zarr v2's default in zarr 3: Zstd level 0
+        ({"compressors": zarr.codecs.ZstdCodec(level=3)}, True),
+        ({"compressors": zarr.codecs.ZstdCodec(level=9)}, False),
+        ({"compressors": zarr.codecs.ZstdCodec(level=1, checksum=True)}, False),
+        ({"compressors": zarr.codecs.BloscCodec()}, False),
+        ({"compressors": None}, False),
+        ({"shards": (16, 16)}, False),
+        ({"fill_value": 7}, False),
+        ({"serializer": zarr.codecs.BytesCodec(endian="big")}, False),
+    ],
+)
+def test_raw_chunks_only_for_plain_zstd(tmp_path, kwargs, raw):
+    from tilelabel.storage.arrays import RawChunks, raw_chunks
+
+    kwargs = {"fill_value": 0, **kwargs}
+    arr = zarr.create_array(
+        str(tmp_path / "a.zarr"), shape=(32, 32), chunks=(8, 16), dtype="u4", **kwargs
+    )
+    assert raw_chunks(arr) == (RawChunks("zstd", (8, 16)) if raw else None)
+
+
+def test_raw_codec_is_the_compression_alone(tmp_path):
+    """What an output made like an input takes from it: an input whose own chunks no device
+    writes (no fill value, a filter) still has a device codec for its output's."""
+    import numcodecs
+
+    from tilelabel.storage.arrays import raw_chunks, raw_codec
+
+    kwargs = dict(shape=(32, 32), chunks=(8, 16), dtype="u1", zarr_format=2)
+    zstd = numcodecs.Zstd(level=1)
+    for name, extra in (
+        ("nofill", {"fill_value": None}),
+        ("delta", {"filters": [numcodecs.Delta("u1")]}),
+    ):
+        arr = zarr.create_array(str(tmp_path / f"{name}.zarr"), compressors=zstd, **kwargs, **extra)
+        assert raw_codec(arr) == "zstd" and raw_chunks(arr) is None
+    blosc = zarr.create_array(
+        str(tmp_path / "blosc.zarr"), compressors=numcodecs.Blosc(), fill_value=0, **kwargs
+    )
+    assert raw_codec(blosc) is None
+
+
+@pytest.mark.parametrize("lead", [0, 2])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):
+    """Blocks handed over as encoded tiles (numcodecs' zstd standing in for a device encoder)
+    read back through zarr as the blocks, edge chunks and all; all-zero chunks stay unstored.
+    With ``lead`` axes of one position per chunk in front (an OME label image's t/c), the
+    tiles go to the position the target's index names."""
+    import numcodecs
+
+    from tilelabel.kernels.tiles import tile_slabs
+    from tilelabel.storage.arrays import RawChunks, raw_chunks
+
+    rng = np.random.default_rng(zarr_format)
+    data = rng.integers(0, 1 << 20, (40, 37, 29), dtype=np.uint32)
+    data[:16] = 0  # whole chunks of zeros
+    # inside a group, as an OME label image or a user's hierarchy puts it
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=zarr_format)
+    zstd = numcodecs.Zstd(level=0)
+    codec = zstd if zarr_format == 2 else zarr.codecs.ZstdCodec(level=0)
+    index = (1, 0)[:lead]
+    arr = group.create_array(
+        "labels/x",
+        shape=(2, 1)[:lead] + data.shape,
+        chunks=(1,) * lead + (8, 9, 10),
+        dtype="u4",
+        compressors=codec,
+    )
+    raw = raw_chunks(arr, lead)
+    assert raw == RawChunks("zstd", (8, 9, 10))
+    if lead:  # chunks of more than one position along a lead axis: through zarr
+        more = group.create_array("y", shape=(2, 4, 4), chunks=(2, 4, 4), dtype="u4")
+        assert raw_chunks(more, 1) is None
+    target = ZarrTarget(str(tmp_path / "g.zarr" / "labels" / "x"), index=index, raw=raw)
+    for z0 in range(0, 40, 16):
+        for y0 in range(0, 37, 18):
+            slices = (slice(z0, z0 + 16), slice(y0, y0 + 18), slice(0, 29))
+            tiles = {}
+            for indices, block_tiles, nonzero in tile_slabs(data[slices], raw.tile, np):
+                for k, idx in enumerate(indices):
+                    if nonzero[k]:
+                        tiles[idx] = memoryview(zstd.encode(block_tiles[k]))
+            target.write_chunks(slices, tiles)
+    out = zarr.open_array(target.url)[...]
+    np.testing.assert_array_equal(out[index], data)
+    if lead:  # the other time point is left unwritten
+        assert not out[0].any()
+    root = tmp_path / "g.zarr" / "labels" / "x"
+    stored = [
+        os.path.relpath(os.path.join(d, f), root).removeprefix("c/").replace("/", ".")
+        for d, _, files in os.walk(root)
+        for f in files
+        if not f.startswith(".") and f != "zarr.json"
+    ]
+    # zarr's own chunk keys, and no chunk of the all-zero first two chunk rows
+    assert {tuple(map(int, k.split(".")[:lead])) for k in stored} == {index}
+    assert {int(k.split(".")[lead]) for k in stored} == {2, 3, 4}
+    assert len(stored) == 3 * 5 * 3
+    with pytest.raises(ValueError, match="does not start on a chunk"):
+        target.write_chunks((slice(4, 12), slice(0, 9), slice(0, 10)), {})
+    with pytest.raises(ValueError, match="written through zarr"):
+        ZarrTarget(target.url).write_chunks(slices, {})

@@ -1,0 +1,78 @@
+"""The ``cluster:`` section of a run: which kind of cluster runs it, and that kind's keys.
+
+Validated here for every entry point (a run config, ``label_zarr(cluster=...)``); errors name the
+sub-key (``cluster.queue``). :func:`tilelabel.cluster.connect` starts or joins the cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilelabel import validate as v
+
+_text = v.text("a string")
+
+#: kind -> {key: check}; ``kind`` picks where the run's workers come from
+CLUSTER_KINDS: dict[str, dict[str, v.Check]] = {
+    # a LocalCluster of single-threaded worker processes
+    "local": {"workers": v.positive_int},
+    # a dask_cuda.LocalCUDACluster on ``workers`` GPUs of CUDA_VISIBLE_DEVICES (default: all),
+    # ``workers_per_gpu`` worker processes on each (default: tilelabel.resources.gpu)
+    "local-cuda": {"workers": v.positive_int, "workers_per_gpu": v.positive_int},
+    # a running scheduler: ``address`` tcp://host:port, or the path of a scheduler file (.json)
+    "scheduler": {"address": _text},
+    # dask-jobqueue's SLURMCluster (tilelabel.cluster.jobqueue)
+    "slurm": {
+        "queue": _text,
+        "account": _text,
+        "walltime": _text,
+        "cores": v.positive_int,
+        "memory": _text,
+        "processes": v.positive_int,
+        "gpus": v.index,
+        "workers_per_gpu": v.positive_int,
+        "scale": v.positive_int,
+        "wait_timeout": v.positive_number,
+        "interface": _text,
+        "python": _text,
+        "local_directory": _text,
+        "log_directory": _text,
+        "job_extra_directives": v.strings,
+        "job_script_prologue": v.strings,
+        "worker_extra_args": v.strings,
+    },
+}
+REQUIRED_KEYS = {"scheduler": ("address",)}
+
+
+class ClusterSpecError(ValueError):
+    """A bad ``cluster:`` section; the message is complete (it names ``cluster.KEY``)."""
+
+
+def check_cluster(value: Any) -> dict[str, Any]:
+    """A validated ``cluster:`` mapping, keys with underscores."""
+    kinds = ", ".join(CLUSTER_KINDS)
+    if not isinstance(value, dict):
+        raise ClusterSpecError(f"'cluster' must be a mapping with a 'kind' (one of {kinds})")
+    kind = value.get("kind")
+    if kind not in CLUSTER_KINDS:
+        raise ClusterSpecError(f"bad value {kind!r} for 'cluster.kind': expected one of {kinds}")
+    allowed = CLUSTER_KINDS[kind]
+    out: dict[str, Any] = {"kind": kind}
+    for key, sub in value.items():
+        name = str(key).replace("-", "_")
+        if name == "kind":
+            continue
+        if name not in allowed:
+            raise ClusterSpecError(
+                f"unknown key 'cluster.{key}' for kind {kind}; allowed keys: kind, "
+                f"{', '.join(sorted(allowed))}"
+            )
+        try:
+            out[name] = allowed[name](sub)
+        except ValueError as e:
+            raise ClusterSpecError(f"bad value {sub!r} for 'cluster.{key}': expected {e}") from None
+    missing = [k for k in REQUIRED_KEYS.get(kind, ()) if k not in out]
+    if missing:
+        raise ClusterSpecError(f"missing 'cluster.{missing[0]}' (required for kind {kind})")
+    return out

@@ -1,0 +1,109 @@
+"""Getting a dask.distributed client: an existing one, a scheduler address, a ``cluster:``
+section, or a local cluster started for the run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from distributed import Client, LocalCluster
+
+from tilelabel.cores import usable_cores
+
+log = logging.getLogger("tilelabel")
+
+
+def worker_threads(client: Client) -> dict[str, int]:
+    """Threads of each worker of the client's cluster (one round trip to the scheduler)."""
+    return {w: info["nthreads"] for w, info in client.scheduler_info()["workers"].items()}
+
+
+def cluster_threads(threads: Client | dict[str, int]) -> int:
+    """Worker threads of a client's cluster (or of :func:`worker_threads`' answer)."""
+    threads = worker_threads(threads) if isinstance(threads, Client) else threads
+    return sum(threads.values()) or 1
+
+
+def quiet_logs() -> int:
+    """The level below which a local cluster's workers log nothing: distributed's own, at least
+    INFO (its per-worker start-up lines)."""
+    return max(logging.getLogger("distributed").getEffectiveLevel(), logging.INFO)
+
+
+def cpu_cluster(workers: int | None = None) -> LocalCluster:
+    """A ``LocalCluster`` of ``workers`` single-threaded worker processes (default: one per
+    usable core): the CPU kernels are sequential per chunk, and processes keep the pipeline's
+    numpy glue from sharing one GIL."""
+    return LocalCluster(
+        n_workers=workers or usable_cores(),
+        threads_per_worker=1,
+        processes=True,
+        silence_logs=quiet_logs(),
+    )
+
+
+def _local_kind(kind: str) -> Callable[..., Any]:
+    """The ``local`` / ``local-cuda`` kind's cluster factory (its backend's, see resources)."""
+    from tilelabel.resources import for_backend
+
+    return for_backend("cuda" if kind == "local-cuda" else "cpu").local_cluster
+
+
+@contextmanager
+def connect(
+    *,
+    client: Client | None = None,
+    scheduler: str | None = None,
+    cluster: dict[str, Any] | None = None,
+    local: Callable[..., Any],
+    workers: int | None = None,
+    workers_per_gpu: int | None = None,
+) -> Iterator[Client]:
+    """Yield a client; clusters started here are closed on exit, others are left running.
+
+    Order: ``client``; a ``scheduler`` address (or scheduler file path); a ``cluster:`` section
+    (:mod:`.kinds`: ``scheduler`` connects to its address, ``local`` and ``local-cuda`` start
+    those clusters, ``slurm`` submits dask-jobqueue jobs); the client already active in this
+    process; else ``local(workers=..., workers_per_gpu=...)``, the run's backend's own local
+    cluster. ``workers`` and ``workers_per_gpu`` override a local kind's own.
+    """
+    if client is not None:
+        yield client
+        return
+    kind = cluster["kind"] if cluster is not None and scheduler is None else None
+    if kind == "slurm":
+        from tilelabel.cluster.jobqueue import connect_slurm
+
+        with connect_slurm(cluster) as c:
+            yield c
+        return
+    if kind == "scheduler":
+        scheduler = cluster["address"]
+    if scheduler is not None:
+        key = "scheduler_file" if scheduler.endswith(".json") else "address"
+        with Client(**{key: scheduler}) as c:
+            yield c
+        return
+    if kind is None:
+        from distributed import default_client
+
+        try:
+            active = default_client()
+        except ValueError:
+            active = None
+        if active is not None:
+            yield active
+            return
+    else:  # local or local-cuda
+        local = _local_kind(kind)
+        workers = workers or cluster.get("workers")
+        workers_per_gpu = workers_per_gpu or cluster.get("workers_per_gpu")
+    with local(workers=workers, workers_per_gpu=workers_per_gpu) as started, Client(started) as c:
+        log.info(
+            "local dask cluster of %d workers, dashboard at %s",
+            len(c.scheduler_info()["workers"]),
+            c.dashboard_link,
+        )
+        yield c

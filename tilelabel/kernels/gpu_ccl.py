@@ -1,0 +1,345 @@
+"""CUDA labeling: the algorithms as one table, and the run of one labeling.
+
+Algorithms (CUDA C in ``kernels/cuda``), as registered with the kernel registry:
+
+- ``buf``, ``buf_ic``, ``bke``, ``bke_ic``: block-based union-find / Komura equivalence of
+  Allegretti et al. (TPDS 2020), with plain or inline compression, for 2D 8- and 3D
+  26-connectivity (2x2 / 2x2x2 blocks). The union-find forest lives in the label array itself.
+- ``bke_tile``: BKE's blocks with a tile-local union-find in shared memory and global unions only
+  across tile faces (Oliveira & Lotufo's tile merging, Playne & Hawick's HA4), same
+  connectivities.
+- ``uf``, ``uf_ic``: pixel-based union-find, every connectivity (2D 4 and 3D 6 and 18; a baseline
+  for 8 and 26).
+- ``ke``: pixel-based Komura equivalence (Init links each voxel to a backward neighbour,
+  Compression, Reduction, Compression), every connectivity.
+
+All of them end with the same on-device renumbering to scipy's numbering (``renumber.cu``), which
+also yields each label's first voxel. A labeling compiles only the kernels it launches
+(:mod:`.gpu_compile`); CuPy is imported only when a kernel runs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilelabel.dtypes import UINT32_MAX, LabelOverflowError
+from tilelabel.kernels.gpu_compile import CTYPE, kernels
+from tilelabel.kernels.registry import register
+
+#: bke_tile's tile per ndim, (TY, TZ, NT): 32 x TY x TZ blocks, walked by NT rows of 32 threads
+#: (3D: the largest tile whose shared forest fits 48 KB; larger tiles leave fewer face blocks)
+TILE = {3: (16, 16, 16), 2: (32, 1, 8)}
+#: the renumbering kernels (renumber.cu), compiled together per label type
+RENUMBER = ("scan_tile_sums", "scan_tiles", "scan_words", "first_from_bitmap", "first_from_labels")
+_SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_WORDS in renumber.cu
+_MAXGRID = 65535
+#: connectivities that 2x2(x2) blocks serve (full) and the others (face connectivities)
+FULL = ((2, 8), (3, 26))
+FACE = ((2, 4), (3, 6), (3, 18))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel template: its family source (``kernels/cuda/<family>.cu``), its template
+    parameters after the label type, its launch geometry and its arguments (keys of
+    :attr:`Run.grids` and :attr:`Run.args`)."""
+
+    family: str
+    params: tuple[str, ...]
+    grid: str
+    args: tuple[str, ...]
+
+
+_INIT = ("img", "L", "extra", "dims", "bdims")
+_REDUCE = ("L", "extra", "dims", "bdims")
+_VOXELS = ("img", "L", "dims")
+KERNELS: dict[str, Kernel] = {
+    "buf_init": Kernel("block", ("IS3D",), "blocks", _INIT),
+    "buf_merge": Kernel("block", ("IS3D", "ALIGNED"), "blocks", ("img", "L", "dims", "bdims")),
+    "bke_init": Kernel("block", ("IS3D", "ALIGNED"), "blocks", _INIT),
+    "bke_reduce": Kernel("block", ("IS3D",), "blocks", _REDUCE),
+    "blk_compress": Kernel(
+        "block", ("IS3D", "IC", "MARK"), "blocks", ("L", "extra", "bitmap", "dims", "bdims")
+    ),
+    "blk_final": Kernel(
+        "block", ("IS3D",), "blocks", ("L", "extra", "bitmap", "prefix", "dims", "bdims")
+    ),
+    "bke_tile": Kernel("tile", ("IS3D", "ALIGNED", "TY", "TZ", "NT"), "tiles", _INIT),
+    "tile_reduce": Kernel("tile", ("IS3D", "TY", "TZ"), "blocks", _REDUCE),
+    "uf_init": Kernel("pixel", (), "flat", ("img", "L", "N")),
+    "uf_merge": Kernel("pixel", ("CONN",), "voxels", _VOXELS),
+    "ke_init": Kernel("pixel", ("CONN",), "voxels", _VOXELS),
+    "ke_reduce": Kernel("pixel", ("CONN",), "voxels", _VOXELS),
+    "uf_compress_mark": Kernel("pixel", ("IC", "MARK"), "flat", ("L", "bitmap", "N")),
+    "uf_final": Kernel("pixel", (), "flat", ("L", "bitmap", "prefix", "N")),
+}
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm: the kernels its steps launch.
+
+    Every labeling runs ``alloc``, ``init``, the ``middle`` steps, ``compress+mark`` (the last
+    Compression, which marks the roots), ``scan`` and ``final``.
+    """
+
+    blocks: bool  #: nodes are 2x2(x2) blocks (full connectivity only), else voxels
+    init: str  #: the kernel that builds the first forest
+    middle: tuple[tuple[str, str], ...]  #: (step, kernel) between init and compress+mark
+    inline: bool  #: Compression points every node on a path to the root, not only the first
+
+    @property
+    def compress(self) -> str:
+        return "blk_compress" if self.blocks else "uf_compress_mark"
+
+    @property
+    def final(self) -> str:
+        return "blk_final" if self.blocks else "uf_final"
+
+    @property
+    def connectivities(self) -> tuple[tuple[int, int], ...]:
+        """(ndim, connectivity) pairs it serves."""
+        return FULL if self.blocks else FULL + FACE
+
+    @property
+    def u32_voxels(self) -> int:
+        """The most voxels a uint32 forest holds: below the root tag bit (2^31) for blocks,
+        below the background sentinel (2^32 - 1) for voxels."""
+        return 2**31 - 1 if self.blocks else UINT32_MAX
+
+    def kernel_steps(self) -> tuple[tuple[str, str, bool], ...]:
+        """(step, kernel, MARK) of the steps that launch one kernel of :data:`KERNELS`."""
+        return (
+            ("init", self.init, False),
+            *((step, kernel, False) for step, kernel in self.middle),
+            ("compress+mark", self.compress, True),
+            ("final", self.final, False),
+        )
+
+
+_BUF = (("merge", "buf_merge"),)
+_BKE = (("compress", "blk_compress"), ("reduce", "bke_reduce"))
+_UF = (("merge", "uf_merge"),)
+ALGORITHMS: dict[str, Algorithm] = {
+    "buf": Algorithm(True, "buf_init", _BUF, inline=False),
+    "buf_ic": Algorithm(True, "buf_init", _BUF, inline=True),
+    "bke": Algorithm(True, "bke_init", _BKE, inline=False),
+    "bke_ic": Algorithm(True, "bke_init", _BKE, inline=True),
+    # the tile pass leaves trees of depth 1: no Compression before Reduction
+    "bke_tile": Algorithm(True, "bke_tile", (("reduce", "tile_reduce"),), inline=False),
+    "uf": Algorithm(False, "uf_init", _UF, inline=False),
+    "uf_ic": Algorithm(False, "uf_init", _UF, inline=True),
+    "ke": Algorithm(
+        False, "ke_init", (("compress", "uf_compress_mark"), ("reduce", "ke_reduce")), inline=True
+    ),
+}
+
+
+def _bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def template_values(algorithm: str, ndim: int, connectivity: int, aligned: bool) -> dict:
+    """Values of the kernels' template parameters (except T and MARK) for one labeling."""
+    ty, tz, nt = TILE[ndim]
+    return {
+        "IS3D": _bool(ndim == 3),
+        "ALIGNED": _bool(aligned),
+        "TY": str(ty),
+        "TZ": str(tz),
+        "NT": str(nt),
+        "CONN": str(connectivity),
+        "IC": _bool(ALGORITHMS[algorithm].inline),
+    }
+
+
+def expression(kernel: str, ctype: str, values: dict, mark: bool) -> str:
+    """The name expression of a kernel instantiation, e.g. ``blk_final<unsigned int, true>``."""
+    args = [ctype, *({**values, "MARK": _bool(mark)}[p] for p in KERNELS[kernel].params)]
+    return f"{kernel}<{', '.join(args)}>"
+
+
+def _renumber_names(ctype: str) -> tuple[str, ...]:
+    return tuple(f"{k}<{ctype}>" for k in RENUMBER)
+
+
+def kernel_names(
+    algorithm: str, ndim: int, connectivity: int, dtype, aligned: bool
+) -> dict[str, tuple[str, ...]]:
+    """The name expressions one labeling launches, by family: what its first run compiles."""
+    ctype = CTYPE[np.dtype(dtype)]
+    values = template_values(algorithm, ndim, connectivity, aligned)
+    out = {"renumber": _renumber_names(ctype)}
+    for _, kernel, mark in ALGORITHMS[algorithm].kernel_steps():
+        family = KERNELS[kernel].family
+        out[family] = (*out.get(family, ()), expression(kernel, ctype, values, mark))
+    return out
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _grid(extent: tuple[int, int, int], block: tuple[int, int, int]) -> tuple:
+    """(grid, block) over (D, H, W) items, ``block`` threads (x, y, z); y and z stride."""
+    D, H, W = extent
+    grid = (
+        _cdiv(W, block[0]),
+        min(_cdiv(H, block[1]), _MAXGRID),
+        min(_cdiv(D, block[2]), _MAXGRID),
+    )
+    return grid, block
+
+
+def renumber_kernels(dtype) -> dict:
+    """The renumbering kernels for labels of ``dtype`` on the current device."""
+    return kernels("renumber", _renumber_names(CTYPE[np.dtype(dtype)]))
+
+
+class Run:
+    """One labeling of one image: its buffers and its steps (:meth:`steps`, so that a benchmark
+    can time each). Compiles what it launches when made (once per process and device)."""
+
+    def __init__(self, image, dtype, connectivity: int, algorithm: str):
+        self.alg = ALGORITHMS[algorithm]
+        self.T = np.dtype(dtype)
+        self.t = CTYPE[self.T]
+        self.shape = tuple(int(s) for s in image.shape)
+        ndim = len(self.shape)
+        self.N = int(np.prod(self.shape, dtype=object))
+        D, H, W = (1, *self.shape) if ndim == 2 else self.shape
+        Ts = self.T.type
+        #: kernel arguments by name (the buffers join them in :meth:`alloc`)
+        self.args = {"img": image, "dims": (Ts(D), Ts(H), Ts(W)), "N": np.uint64(self.N)}
+        # 16-bit loads of voxel pairs need even rows and an even base address
+        aligned = W % 2 == 0 and image.data.ptr % 2 == 0
+        self.values = template_values(algorithm, ndim, connectivity, aligned)
+        self.nwords = _cdiv(self.N, 32)
+        self.ntiles = _cdiv(self.nwords, _SCAN_TILE)
+        rows = (32, 4, 2) if ndim == 3 else (32, 8, 1)
+        #: (grid, block) of each launch geometry
+        self.grids = {"flat": ((min(_cdiv(self.N, 256), 1 << 20),), (256,))}
+        if self.alg.blocks:
+            bdims = (_cdiv(D, 2), _cdiv(H, 2), _cdiv(W, 2))
+            self.args["bdims"] = tuple(Ts(b) for b in bdims)
+            ty, tz, nt = TILE[ndim]
+            tiles, _ = _grid(bdims, (32, ty, tz))
+            self.grids |= {"blocks": _grid(bdims, rows), "tiles": (tiles, (32, nt, 1))}
+        else:
+            self.grids["voxels"] = _grid((D, H, W), rows)
+        self.fn: dict = {}
+        for family, names in kernel_names(algorithm, ndim, connectivity, self.T, aligned).items():
+            self.fn |= kernels(family, names)
+
+    # -- steps -----------------------------------------------------------------------------
+    def alloc(self) -> None:
+        import cupy as cp
+
+        self.L = cp.empty(self.shape, self.T)
+        extra = cp.empty(1, self.T)
+        # block roots set their bits with atomicOr; the pixel kernel writes whole words
+        self.bitmap = (cp.zeros if self.alg.blocks else cp.empty)(self.nwords, np.uint32)
+        self.prefix = cp.empty(self.nwords, self.T)
+        self.tiles = cp.empty(self.ntiles + 1, self.T)
+        self.args |= {"L": self.L, "extra": extra, "bitmap": self.bitmap, "prefix": self.prefix}
+
+    def _launch(self, kernel: str, fn) -> None:
+        args: list = []
+        for name in KERNELS[kernel].args:
+            value = self.args[name]
+            args.extend(value if isinstance(value, tuple) else (value,))
+        grid, block = self.grids[KERNELS[kernel].grid]
+        fn(grid, block, tuple(args))
+
+    def scan(self) -> None:
+        nw = np.uint64(self.nwords)
+        fn, t = self.fn, self.t
+        fn[f"scan_tile_sums<{t}>"]((self.ntiles,), (256,), (self.bitmap, nw, self.tiles))
+        fn[f"scan_tiles<{t}>"]((1,), (1024,), (self.tiles, np.uint64(self.ntiles)))
+        fn[f"scan_words<{t}>"]((self.ntiles,), (256,), (self.bitmap, nw, self.tiles, self.prefix))
+
+    def steps(self) -> list[tuple[str, Callable[[], None]]]:
+        """(name, callable) in order; running them all labels the image."""
+        launches = []
+        for step, kernel, mark in self.alg.kernel_steps():
+            fn = self.fn[expression(kernel, self.t, self.values, mark)]
+            launches.append((step, functools.partial(self._launch, kernel, fn)))
+        return [("alloc", self.alloc), *launches[:-1], ("scan", self.scan), launches[-1]]
+
+    def count(self) -> int:
+        return int(self.tiles[self.ntiles].get())
+
+    def first(self, n: int):
+        """Raster index of the first voxel of labels 1..n (int64 CuPy array)."""
+        import cupy as cp
+
+        out = cp.empty(n, np.int64)
+        if n:
+            grid = (min(_cdiv(self.nwords, 256), 1 << 20),)
+            self.fn[f"first_from_bitmap<{self.t}>"](
+                grid, (256,), (self.bitmap, self.prefix, np.uint64(self.nwords), out)
+            )
+        return out
+
+
+def _check(image, connectivity: int, algorithm: str) -> None:
+    if image.ndim not in (2, 3):
+        raise ValueError(f"tilelabel labels 2D and 3D arrays; got {image.ndim} dimension(s)")
+    serves = [c for nd, c in ALGORITHMS[algorithm].connectivities if nd == image.ndim]
+    if connectivity not in serves:
+        raise ValueError(
+            f"{algorithm} serves {image.ndim}D connectivity {' or '.join(map(str, serves))}, "
+            f"not {connectivity}"
+        )
+    if image.dtype != np.uint8 or not image.flags.c_contiguous:
+        raise ValueError("the CUDA kernels take a C-contiguous uint8 CuPy array")
+
+
+def label_device(image, dtype, connectivity: int, algorithm: str, want_first: bool = False):
+    """Label a C-contiguous uint8 CuPy array (nonzero is foreground): ``(labels, n[, first])``.
+
+    ``dtype`` uint32 or uint64. Past :attr:`Algorithm.u32_voxels` voxels the forest needs 64-bit
+    entries: a uint32 result is then computed in uint64 and narrowed (an allocation the papers
+    never need, for sizes they never meet).
+    """
+    import cupy as cp
+
+    dtype = np.dtype(dtype)
+    if dtype not in CTYPE:
+        raise ValueError(f"label dtype must be uint32 or uint64, got {dtype}")
+    _check(image, connectivity, algorithm)
+    n_vox = int(image.size)
+    if n_vox == 0:
+        out = cp.zeros(image.shape, dtype)
+        return (out, 0, cp.empty(0, np.int64)) if want_first else (out, 0)
+    small = n_vox <= ALGORITHMS[algorithm].u32_voxels
+    work = dtype if (dtype == np.uint64 or small) else np.dtype(np.uint64)
+    run = Run(image, work, connectivity, algorithm)
+    for _, step in run.steps():
+        step()
+    n = run.count()
+    labels = run.L
+    if work != dtype:
+        if n > UINT32_MAX:
+            raise LabelOverflowError(f"{n} labels do not fit in uint32; use uint64")
+        labels = labels.astype(dtype)
+    if want_first:
+        return labels, n, run.first(n)
+    return labels, n
+
+
+def _make(connectivity: int, algorithm: str):
+    def kernel(image, dtype):
+        return label_device(image, dtype, connectivity, algorithm)
+
+    kernel.__name__ = f"cuda_{algorithm}_{connectivity}"
+    return kernel
+
+
+for _name, _alg in ALGORITHMS.items():
+    for _ndim, _conn in _alg.connectivities:
+        register("cuda", _ndim, _conn, _name)(_make(_conn, _name))

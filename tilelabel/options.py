@@ -1,0 +1,446 @@
+"""The options of a run, declared once.
+
+Every option of ``tilelabel label`` and :func:`tilelabel.label_zarr` is a field of
+:class:`Options` with its default, its check, its help and, where the command line has it, its
+flags. From this one table come the command line's flags (:func:`add_flags`, :func:`given`), a
+run config's keys and their validation (:mod:`tilelabel.config`), the signature and docstring of
+:func:`tilelabel.label_zarr` (:func:`signature`, :func:`parameters_doc`), and the checked object a
+run takes: an :class:`Options` checks every value as it is made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilelabel import validate as v
+from tilelabel.cluster.kinds import ClusterSpecError, check_cluster
+from tilelabel.resources.turns import DEFAULT_TURNS, MIN_OUTPUT_TILES
+
+
+class OptionError(ValueError):
+    """A bad option value; the message names the option and what it expects."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line spelling of an option: argparse's names and keywords (``dest`` is the
+    option's name; ``help`` is the option's unless given here)."""
+
+    names: tuple[str, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def flag(*names: str, **kwargs: Any) -> Flag:
+    return Flag(names, kwargs)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What an option is besides its default (see :func:`option`)."""
+
+    help: str
+    doc: str = ""
+    check: v.Check | None = None
+    flags: tuple[Flag, ...] = ()
+    #: the argparse group its flags are listed under
+    group: str | None = None
+    #: its flags are mutually exclusive
+    exclusive: bool = False
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    doc: str = "",
+    check: v.Check | None = None,
+    flags: Sequence[Flag] = (),
+    group: str | None = None,
+    exclusive: bool = False,
+) -> Any:
+    """A field of :class:`Options`: ``help`` is one line (``--help``, config errors), ``doc``
+    what the API docstring says beyond it, ``check`` normalises a value or raises a
+    ``ValueError`` saying what is expected, ``flags`` its command-line spellings."""
+    spec = Spec(help, doc, check, tuple(flags), group, exclusive)
+    return field(default=default, metadata={"spec": spec})
+
+
+def _nonnegative_int(text: str) -> int:
+    """argparse type of a count: the flag's own message, e.g. ``--gpu-encoders -1``."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _parsed(check: v.Check):
+    """argparse type from a check that takes strings: its message on a bad value."""
+    import argparse
+
+    def parse(text: str):
+        try:
+            return check(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"expected {e}, got {text!r}") from None
+
+    parse.__name__ = getattr(check, "__name__", "value")
+    return parse
+
+
+def _label_dtype(value: Any) -> str:
+    import numpy as np
+
+    names = ("auto", "uint32", "uint64")
+    try:
+        name = value if value == "auto" else str(np.dtype(value))
+    except TypeError:
+        name = None
+    if name not in names:
+        raise ValueError(f"one of {', '.join(names)}")
+    return name
+
+
+def _stats(value: Any) -> bool | str:
+    if isinstance(value, bool):
+        return value
+    return v.text("true, false, or a path or URL for the statistics table (.parquet)")(value)
+
+
+def _gpu_encode(value: Any) -> bool | int:
+    if isinstance(value, bool):
+        return value
+    try:
+        return v.index(value)
+    except ValueError:
+        raise ValueError("true, false or a number of GPU encoder turns (an integer >= 0)") from None
+
+
+_OME = "OME-Zarr image input"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """The options of one run, each checked as the object is made (:class:`OptionError`).
+    How options combine is checked where they are used (e.g. the statistics' in
+    :func:`tilelabel.pipeline.stats.options`)."""
+
+    input: str | None = option(
+        None,
+        "path or URL of the input zarr array (v2 or v3), or of an OME-Zarr image",
+        doc="Local paths or fsspec URLs (``s3://``, ``gs://``, ``memory://``, ...). For an "
+        "OME-Zarr image, its full-resolution dataset is labeled (see ``channel``, "
+        "``timepoint``).",
+        check=v.text("a path or URL of a zarr array"),
+        flags=[flag("input", nargs="?")],
+    )
+    output: str | None = option(
+        None,
+        "path or URL of the output zarr array (optional for an OME-Zarr image input: the labels "
+        "then go into its labels/ group)",
+        doc="It gets the input's shape, chunks, shards, codecs and zarr format. It is created "
+        "once the component count is known, removed again if writing fails, and marked "
+        "``complete`` in its attributes only once every chunk is written.",
+        check=v.text("a path or URL for the output zarr array"),
+        flags=[flag("output", nargs="?")],
+    )
+    connectivity: int | None = option(
+        None,
+        "1..ndim (scikit-image style) or 4/8 (2D), 6/18/26 (3D); default: full",
+        doc="As in :func:`tilelabel.label` (or pass one of scipy's standard ``structure``s).",
+        check=v.positive_int,
+        flags=[flag("--connectivity", "-c", type=int)],
+    )
+    chunks: tuple[int, ...] | None = option(
+        None,
+        "processing chunk Z,Y,X: whole multiples of the storage chunks",
+        doc="By default storage chunks are grouped into chunks of about 256^3 voxels (cpu) or "
+        "512^3 (cuda): smaller for small volumes, so that every worker thread gets work, and "
+        "where the GPUs have no room for those.",
+        check=v.sizes,
+        flags=[flag("--chunks", type=_parsed(v.sizes), metavar="Z,Y,X")],
+    )
+    backend: str = option(
+        "auto",
+        "auto (the default: GPUs where usable), cpu or cuda",
+        doc="``cuda`` without a usable GPU is refused before a cluster starts.",
+        check=v.choice("auto", "cpu", "cuda"),
+        flags=[flag("--backend", choices=("auto", "cpu", "cuda"))],
+    )
+    algorithm: str | None = option(
+        None,
+        "kernel name (e.g. bke, buf, uf); default: the fastest for the connectivity",
+        doc="The names are those of :func:`tilelabel.kernels.algorithms`.",
+        check=v.text("a kernel name such as bke, buf or uf"),
+        flags=[flag("--algorithm")],
+    )
+    dtype: str = option(
+        "auto",
+        "label dtype: auto (uint32 where the count fits, the default), uint32 or uint64",
+        doc="A ``uint32`` that cannot hold the count is refused before anything is written.",
+        check=_label_dtype,
+        flags=[flag("--dtype", choices=("auto", "uint32", "uint64"))],
+    )
+    overwrite: bool = option(
+        False,
+        "replace OUTPUT if it exists",
+        check=v.boolean,
+        flags=[flag("--overwrite", action="store_true", default=None)],
+    )
+    scheduler: str | None = option(
+        None,
+        "address of a running dask scheduler (tcp://host:port) or its scheduler file (.json)",
+        doc="Without it (and without ``client`` or ``cluster``), the active client is used, or a "
+        "local cluster is started for the run.",
+        check=v.text("a dask scheduler address such as tcp://host:8786"),
+        flags=[flag("--scheduler")],
+    )
+    workers: int | None = option(
+        None,
+        "workers of the local cluster started for the run (default: one per core; with cuda: "
+        "GPUs, default every visible one)",
+        check=v.positive_int,
+        flags=[flag("--workers", type=int)],
+    )
+    workers_per_gpu: int | None = option(
+        None,
+        "worker processes per GPU of the local GPU cluster (default: one per core of the GPU's "
+        "share of the node, at most 16 and one per 4 GiB of its free memory)",
+        check=v.positive_int,
+        flags=[flag("--workers-per-gpu", type=int, metavar="N")],
+    )
+    cluster: dict[str, Any] | None = option(
+        None,
+        "the cluster that runs it: a mapping with a kind (local, local-cuda, scheduler, slurm) "
+        "and that kind's keys",
+        doc="Used where ``client`` and ``scheduler`` are not given (see "
+        ":mod:`tilelabel.cluster.kinds` for the keys).",
+        check=check_cluster,
+    )
+    storage_options: dict[str, Any] | None = option(
+        None,
+        "fsspec options of the stores (credentials, endpoints)",
+        check=v.mapping,
+    )
+    stats: bool | str | None = option(
+        None,
+        "per-component statistics (regionprops_table columns), written as Parquet to PATH",
+        doc="Computed in the labeling pass and merged across chunk borders (columns: "
+        ":func:`tilelabel.regionprops`). ``True`` returns ``(count, DataFrame)`` "
+        "(``Result.table`` with ``return_result``); a path or URL writes Parquet there, one "
+        "slab of chunks at a time.",
+        check=_stats,
+        flags=[flag("--stats", metavar="PATH")],
+    )
+    intensity: str | None = option(
+        None,
+        "zarr array of the input's shape: intensity sum, mean, min and max in the statistics",
+        check=v.text("a path or URL of a zarr array of the input's shape"),
+        flags=[flag("--intensity", metavar="ZARR")],
+    )
+    min_size: int | None = option(
+        None,
+        "drop components of fewer than N voxels",
+        doc="The components kept are numbered 1..count in raster order, as "
+        "``scipy.ndimage.label`` numbers the filtered volume.",
+        check=v.voxels,
+        flags=[flag("--min-size", type=int, metavar="N")],
+    )
+    max_size: int | None = option(
+        None,
+        "drop components of more than N voxels",
+        check=v.voxels,
+        flags=[flag("--max-size", type=int, metavar="N")],
+    )
+    keep_labels: int | None = option(
+        None,
+        "memory per worker (GPU memory with cuda) for chunk labels kept from the labeling pass, "
+        "so that the writing pass neither reads nor labels those chunks again (e.g. 8GB; "
+        "default: one chunk's labels where the run has no more chunks than worker threads, "
+        "else none; 0: none)",
+        doc="Where it is not given, a GPU run also keeps none where the labels would not fit "
+        "beside the chunks in GPU memory (:mod:`tilelabel.resources`).",
+        check=v.byte_count,
+        flags=[flag("--keep-labels", type=_parsed(v.byte_count), metavar="SIZE")],
+    )
+    keep_input: bool = option(
+        True,
+        "keep each chunk's foreground, one bit per voxel, on the worker that labeled it, so "
+        "that the writing pass labels the bits again instead of reading the input again",
+        doc="A worker keeps at most as many bytes as one chunk's uint32 labels (the bits of 32 "
+        "chunks), so memory stays bounded by the chunk size; chunks past that are read again.",
+        check=v.boolean,
+        flags=[
+            flag(
+                "--no-keep-input",
+                action="store_const",
+                const=False,
+                help="read and decode every chunk again in the writing pass, instead of keeping "
+                "its foreground (one bit per voxel, at most one chunk's labels of memory per "
+                "worker)",
+            )
+        ],
+    )
+    gpu_encode: bool | int | None = option(
+        None,
+        "with cuda, compress output chunks on the GPU (nvCOMP zstd) instead of zarr on the host",
+        doc="Used where nvCOMP is installed and the output's chunks are plain zstd (level 3 or "
+        "below, no checksum, not sharded): the frames are standard zstd. A count: at most that "
+        "many of a GPU's worker threads compress at once, and a write that finds none free for "
+        "about as long as the host would take goes to the host; None (the default): "
+        f"{DEFAULT_TURNS} per GPU where the output has at least {MIN_OUTPUT_TILES} storage "
+        "chunks and the GPUs have room for the encoder, else none; True: every chunk; False: "
+        "none.",
+        check=_gpu_encode,
+        exclusive=True,
+        flags=[
+            flag(
+                "--gpu-encode",
+                action="store_const",
+                const=True,
+                help="with cuda, compress every output chunk on the GPU (nvCOMP zstd, where "
+                "installed and the output's codec is plain zstd) instead of zarr on the host "
+                f"(default: --gpu-encoders {DEFAULT_TURNS} where the output has at least "
+                f"{MIN_OUTPUT_TILES} storage chunks, else --no-gpu-encode)",
+            ),
+            flag(
+                "--gpu-encoders",
+                type=_nonnegative_int,
+                metavar="N",
+                help="let at most N worker threads per GPU compress output chunks on it at "
+                "once; a write waits for one of those turns about as long as the host would "
+                "take to compress its chunk, else hands it to zarr on the host",
+            ),
+            flag(
+                "--no-gpu-encode",
+                action="store_const",
+                const=False,
+                help="let zarr compress the output on the host whatever the cluster",
+            ),
+        ],
+    )
+    channel: int | None = option(
+        None,
+        "channel to label (index along the c axis)",
+        doc="Needed where the image's c axis is longer than 1; only that plane of each chunk "
+        "is read.",
+        check=v.index,
+        flags=[flag("--channel", type=int)],
+        group=_OME,
+    )
+    timepoint: int | None = option(
+        None,
+        "time point to label (index along the t axis)",
+        check=v.index,
+        flags=[flag("--timepoint", type=int)],
+        group=_OME,
+    )
+    ome_labels: str | None = option(
+        None,
+        "write the labels into the image as labels/NAME (default without OUTPUT: tilelabel)",
+        check=v.text("a name for the labels in the OME-Zarr image's labels/ group"),
+        flags=[flag("--ome-labels", metavar="NAME")],
+        group=_OME,
+    )
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value, check = getattr(self, f.name), f.metadata["spec"].check
+            if value is None or check is None:
+                continue
+            try:
+                object.__setattr__(self, f.name, check(value))
+            except ClusterSpecError as e:
+                raise OptionError(str(e)) from None
+            except ValueError as e:
+                raise OptionError(f"bad value {value!r} for {f.name!r}: expected {e}") from None
+        if self.scheduler is not None and self.cluster is not None:
+            raise OptionError("give either 'scheduler' or 'cluster' (kind: scheduler), not both")
+
+
+def specs() -> dict[str, Spec]:
+    """Every option's :class:`Spec`, by name, in declaration order."""
+    return {f.name: f.metadata["spec"] for f in dataclasses.fields(Options)}
+
+
+def checked(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (some options, by name) checked and normalised, as :class:`Options` would."""
+    unknown = sorted(set(values) - set(specs()))
+    if unknown:
+        raise OptionError(
+            f"unknown option {unknown[0]!r}; the options are: {', '.join(sorted(specs()))}"
+        )
+    made = Options(**values)
+    return {name: getattr(made, name) for name in values}
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def add_flags(parser) -> None:
+    """Add every option's flags to an ``argparse`` parser (unset flags parse as None)."""
+    groups: dict[str, Any] = {}
+    for name, spec in specs().items():
+        target = parser
+        if spec.group is not None:
+            if spec.group not in groups:
+                groups[spec.group] = parser.add_argument_group(spec.group)
+            target = groups[spec.group]
+        if spec.exclusive:
+            target = target.add_mutually_exclusive_group()
+        for fl in spec.flags:
+            kwargs = {"help": spec.help, **fl.kwargs}
+            if fl.names[0].startswith("-"):
+                kwargs = {"dest": name, "default": None, **kwargs}
+            target.add_argument(*fl.names, **kwargs)
+
+
+def given(args) -> dict[str, Any]:
+    """The options an ``argparse`` namespace was given (see :func:`add_flags`)."""
+    return {
+        name: getattr(args, name)
+        for name, spec in specs().items()
+        if spec.flags and getattr(args, name, None) is not None
+    }
+
+
+# -- the Python API ------------------------------------------------------------------------------
+
+
+def signature(extra: Sequence[inspect.Parameter]) -> inspect.Signature:
+    """``f(input, output=None, *, <extra>, <every other option>)``, with defaults and types."""
+    params = []
+    for f in dataclasses.fields(Options):
+        kind = inspect.Parameter.KEYWORD_ONLY
+        if f.name in ("input", "output"):
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        default = inspect.Parameter.empty if f.name == "input" else f.default
+        params.append(inspect.Parameter(f.name, kind, default=default, annotation=f.type))
+    return inspect.Signature([*params[:2], *extra, *params[2:]])
+
+
+def parameters_doc(extra: dict[str, str]) -> str:
+    """A numpydoc Parameters section: every option (its help and doc) and ``extra``'s entries
+    (name -> text) after ``input`` and ``output``."""
+    lines = ["Parameters", "----------"]
+
+    def entry(name: str, text: str) -> None:
+        lines.append(name)
+        lines.extend(textwrap.wrap(text, 92, initial_indent="    ", subsequent_indent="    "))
+
+    for i, f in enumerate(dataclasses.fields(Options)):
+        if i == 2:
+            for other, text in extra.items():
+                entry(other, text)
+        spec = f.metadata["spec"]
+        entry(f"{f.name} : {f.type}", f"{spec.help}. {spec.doc}".strip())
+    return "\n".join(lines)

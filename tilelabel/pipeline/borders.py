@@ -1,0 +1,156 @@
+"""Step 3, equivalences across chunk borders: where a chunk touches its neighbours, and which of
+their border labels meet there.
+
+For each chunk and each of its 3^ndim-1 neighbours in a forward direction (13 in 3D, 4 in 2D),
+the facing boundary planes give pairs (chunk a, label i) = (chunk b, label j) wherever two
+foreground voxels are connected under the structure; edges and corners count.
+:mod:`tilelabel.pipeline.tree` joins the pairs into components.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+
+from tilelabel.connectivity import structure
+from tilelabel.pipeline.local import Borders
+
+_EMPTY_PAIRS = np.empty((0, 2), np.int64)
+
+
+def _contact(faces: list[np.ndarray | None], step: Sequence[int], high: bool) -> np.ndarray:
+    """The voxels of a chunk that touch its neighbour at ``step`` (a face, edge or corner).
+
+    ``high`` selects the side towards ``step`` (the earlier chunk of the pair); the later chunk
+    uses the opposite side.
+    """
+    nz = [a for a, s in enumerate(step) if s]
+    first = nz[0]
+    side = (step[first] > 0) == high
+    face = faces[2 * first + int(side)]
+    assert face is not None, "contact with a closed face"
+    index: list[int | slice] = []
+    for a in range(len(step)):
+        if a == first:
+            continue
+        if step[a]:
+            index.append(-1 if (step[a] > 0) == high else 0)
+        else:
+            index.append(slice(None))
+    return face[tuple(index)]
+
+
+def _shift_pairs(
+    a: np.ndarray, b: np.ndarray, shifts: Sequence[Sequence[int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Label pairs (a[p], b[p + shift]) for every shift, where both are foreground.
+
+    ``a``'s foreground is found once and looked up in ``b`` at each shift, rather than a pass
+    over the whole face per shift (9 per face under full connectivity): a face is mostly
+    background, and this step is on the merge's critical path.
+    """
+    if a.ndim == 0:  # a corner: one voxel each
+        a, b, shifts = a.reshape(1), b.reshape(1), [(0,)] * len(shifts)
+    coords = np.nonzero(a)
+    values = a[coords]
+    las, lbs = [], []
+    for shift in shifts:
+        at, inside = [], None
+        for c, s, n in zip(coords, shift, b.shape, strict=True):
+            if s:
+                c = c + s
+                fits = c >= 0 if s < 0 else c < n
+                inside = fits if inside is None else inside & fits
+            at.append(c)
+        la = values
+        if inside is not None:
+            at = [c[inside] for c in at]
+            la = values[inside]
+        lb = b[tuple(at)]
+        both = lb != 0
+        las.append(la[both])
+        lbs.append(lb[both])
+    return np.concatenate(las), np.concatenate(lbs)
+
+
+def _unique_pairs(la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (a, b) pairs of uint32 positions. A face holds many contacts per distinct pair;
+    both sides packed in one uint64 make this a 1-D sort (``unique(axis=0)`` sorts rows through
+    a void view, many times slower and holding the GIL)."""
+    packed = np.unique((la.astype(np.uint64) << np.uint64(32)) | lb.astype(np.uint64))
+    return packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)
+
+
+#: a border label across the merge is named ``chunk ordinal << POSITION_BITS | position``, its
+#: position being its index in the chunk's sorted border ids
+POSITION_BITS = 32
+
+
+def contact(borders: Borders, step: Sequence[int], high: bool) -> np.ndarray:
+    """Where a chunk touches its neighbour at ``step``: its labels there as positions in
+    ``borders.ids`` plus one (0: background).
+
+    Computed on the worker that holds the chunk's borders, so that a pair of chunks exchanges
+    one face, edge or corner of the small position type instead of all six faces and ids.
+    """
+    labels = _contact(borders.faces, step, high)
+    if borders.ids.size >= 1 << POSITION_BITS:
+        raise ValueError(f"{borders.ids.size} border labels in one chunk; use smaller chunks")
+    out = np.zeros(labels.shape, np.uint32)
+    fg = labels != 0
+    out[fg] = np.searchsorted(borders.ids, labels[fg].astype(np.int64)) + 1
+    return out
+
+
+def chunk_pairs(
+    mine: Borders,
+    ordinal: int,
+    neighbours: Sequence[tuple[tuple[int, ...], np.ndarray, int]],
+    connectivity: int,
+) -> np.ndarray:
+    """Equivalent border labels between chunk ``ordinal`` and its forward neighbours, shape
+    (k, 2), as ``ordinal << POSITION_BITS | position`` (see :mod:`tilelabel.pipeline.tree`).
+
+    ``neighbours``: per forward neighbour, its ``step``, its :func:`contact` towards this chunk
+    (``high=False``) and its ordinal. Each step reaches another chunk, so pairs are unique.
+    """
+    if not neighbours:
+        return _EMPTY_PAIRS
+    ndim = len(neighbours[0][0])
+    struct = structure(ndim, connectivity)
+    out = []
+    for step, b, other in neighbours:
+        a = contact(mine, step, high=True)
+        free = [ax for ax, s in enumerate(step) if s == 0]
+        shifts = []
+        for shift in itertools.product((-1, 0, 1), repeat=len(free)):
+            offset = list(step)
+            for ax, s in zip(free, shift, strict=True):
+                offset[ax] = s
+            if struct[tuple(o + 1 for o in offset)]:
+                shifts.append(shift)
+        if not shifts:  # no neighbour of the structure lies across this edge or corner
+            continue
+        la, lb = _unique_pairs(*_shift_pairs(a, b, shifts))
+        if la.size:
+            pa = (np.int64(ordinal) << POSITION_BITS) + (la.astype(np.int64) - 1)
+            pb = (np.int64(other) << POSITION_BITS) + (lb.astype(np.int64) - 1)
+            out.append(np.stack([pa, pb], axis=1))
+    if not out:
+        return _EMPTY_PAIRS
+    return np.concatenate(out)
+
+
+def face_mask(borders: Borders) -> np.ndarray:
+    """For each border label (in the order of ``borders.ids``), the chunk's open faces it
+    touches: bit ``2 * axis + side`` (side 1: the high face). A pair that leaves a group of
+    chunks names only labels on the group's outer faces, and these bits tell which those are."""
+    # a table over the local ids, not a sort and search of each face's labels: every label on
+    # an open face is a border label
+    table = np.zeros(int(borders.ids[-1]) + 1 if borders.ids.size else 1, np.uint8)
+    for f, face in enumerate(borders.faces):  # 2D and 3D: 4 or 6 faces
+        if face is not None:
+            table[face] |= np.uint8(1 << f)  # background marks entry 0, which no id reads
+    return table[borders.ids]

@@ -1,0 +1,80 @@
+"""The end of a run: the output marked complete and made visible, the statistics table
+collected, and the run's :class:`Result`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from distributed import Client
+
+from tilelabel.pipeline import stats as stats_mod
+from tilelabel.pipeline.graph import MergeGraph
+from tilelabel.pipeline.labeling import Passes
+from tilelabel.pipeline.writing import attributes
+from tilelabel.storage import Created
+
+if TYPE_CHECKING:
+    from tilelabel.pipeline.run import Run
+
+log = logging.getLogger("tilelabel")
+
+
+@dataclass
+class Result:
+    components: int
+    voxels: int
+    seconds: float
+    dtype: str
+    backend: str
+    #: the statistics table (``stats=True``)
+    table: Any = None
+    #: wall seconds of each phase, from the client: ``starting`` until the labeling pass is
+    #: submitted (opening, planning, the graph), ``labeling`` until every chunk's summary is
+    #: done, ``merging`` until the component count is known, ``writing`` until the last write
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        rate = self.voxels / self.seconds if self.seconds > 0 else float("inf")
+        return (
+            f"{self.components:,} components in {self.voxels:,} voxels, "
+            f"{self.seconds:.2f} s ({rate / 1e6:,.1f} Mvoxel/s, {self.backend}, {self.dtype})"
+        )
+
+
+def finish(
+    run: Run, client: Client, graph: MergeGraph, passes: Passes, created: Created, count: int
+) -> Result:
+    """Mark the output complete and publish it; collect the statistics table if one is asked
+    for (written to Parquet one slab of chunks at a time, or returned whole)."""
+    attrs = attributes(run, count)
+    attrs["tilelabel"]["complete"] = True
+    created.array.attrs.update(attrs)
+    run.output.publish()
+    table = None
+    if passes.tables:
+        stats = run.options.stats
+        table = stats_mod.collect(
+            client,
+            passes.tables,
+            list(graph.plan.indices()),
+            stats_mod.columns(len(run.volume.shape), run.intensity is not None),
+            path=None if stats is True else os.fspath(stats),
+            frame=stats is True,
+        )
+    result = Result(
+        components=count,
+        voxels=int(np.prod(run.volume.shape)),
+        seconds=time.perf_counter() - run.started,
+        dtype=str(created.array.dtype),
+        backend=run.labeler.backend,
+        table=table,
+        phases=run.phases,
+    )
+    log.info("phases: %s", ", ".join(f"{k} {v:.2f} s" for k, v in run.phases.items()))
+    log.debug("%s", result.summary())
+    return result

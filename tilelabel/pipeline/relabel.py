@@ -1,0 +1,73 @@
+"""Step 6, relabel and write: each chunk's local labels mapped through its lookup table.
+
+A chunk's local labels come back from what its worker kept of the labeling pass
+(:mod:`tilelabel.resources.keep`: its labels, or its foreground packed one bit per voxel, labeled
+again), or else from its input, read and labeled again: the kernels' canonical numbering makes
+the second pass identical to the first, and memory per worker stays O(chunk) for any volume.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tilelabel.kernels.backends import Backend, get_backend
+from tilelabel.pipeline.local import Labeler, materialize
+from tilelabel.pipeline.numbering import LutSpec, build_lut
+from tilelabel.pipeline.plan import Chunk
+from tilelabel.resources import keep
+
+
+def labels_again(
+    block: np.ndarray | None, spec: LutSpec, *, labeler: Labeler, kept: keep.Kept | None = None
+) -> tuple[Backend, Any]:
+    """(backend, local labels on its device) of a chunk in the writing pass: its kept labels,
+    or its kept bits or ``block`` labeled again, checked against the first pass's count."""
+    be = get_backend(labeler.backend)
+    if kept is not None and kept.labels is not None:
+        labels, n = kept.labels, kept.n
+    else:
+        if kept is not None:
+            block = be.unpack(kept.packed, kept.shape)
+        labels, n, _ = labeler.label(block)
+    if n != spec.n:
+        raise RuntimeError(
+            f"relabel pass found {n} local labels where the first pass found {spec.n}"
+        )
+    return be, labels
+
+
+def relabel(block: np.ndarray, spec: LutSpec, *, labeler: Labeler, dtype: np.dtype) -> np.ndarray:
+    """A chunk labeled again and mapped to its final labels (a host array of ``dtype``)."""
+    be, labels = labels_again(block, spec, labeler=labeler)
+    return be.apply_lut(labels, build_lut(spec, dtype))
+
+
+def write_chunk(
+    block: Any,
+    spec: LutSpec,
+    *,
+    chunk: Chunk,
+    labeler: Labeler,
+    dtype: np.dtype,
+    target: Any,
+    slot: keep.Slot | None = None,
+    encoder: Any = None,
+) -> None:
+    """The writing pass's task: the chunk's final labels into ``target`` (a
+    :class:`tilelabel.storage.ZarrTarget`). ``block``: a reader of the input, called only where
+    nothing of the chunk was kept (``slot``); ``encoder``: where set, how the chunk may be
+    compressed on the device (:meth:`tilelabel.resources.turns.TurnEncoder.encode`), whose
+    compressed storage chunks the target then stores as they are."""
+    kept = None if slot is None else keep.take(slot)
+    if kept is None:
+        block = materialize(block, chunk.slices)
+    be, labels = labels_again(block, spec, labeler=labeler, kept=kept)
+    lut = build_lut(spec, dtype)
+    tiles = None if encoder is None else encoder.encode(be, labels, lut)
+    if tiles is not None:
+        target.write_chunks(chunk.slices, tiles)
+    else:
+        # page-locked where the backend has it: the labels are written out and dropped at once
+        target(chunk.slices, be.apply_lut(labels, lut, staging=True))

@@ -1,0 +1,174 @@
+"""zarr to zarr on a dask cluster: the run, phase by phase.
+
+0. open: the input, the output's place and the options are checked before any cluster starts;
+1. plan: the processing chunks, and what each worker may keep on its device (:mod:`.plan`,
+   through the backend's :mod:`tilelabel.resources`);
+2. label: every chunk is labeled; only its summary stays (:mod:`.labeling`, :mod:`.local`);
+3. merge, 4. resolve, 5. number: border pairs joined up the merge tree, roots and final labels
+   handed down, the count from a prefix sum (:mod:`.merging`, :mod:`.borders`, :mod:`.tree`,
+   :mod:`.numbering`), submitted behind the labeling pass;
+6. write: the output is created once the count is known, every chunk relabeled and written
+   (:mod:`.writing`, :mod:`.relabel`);
+7. finish: the output marked complete, the statistics table collected (:mod:`.finishing`).
+
+The tasks of steps 2 to 5 are one graph, built stage by stage in :mod:`.graph`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from distributed import Client
+
+from tilelabel import connectivity as conn_mod
+from tilelabel.cluster import heap
+from tilelabel.cluster.local import connect
+from tilelabel.kernels.backends import resolve_backend
+from tilelabel.options import Options
+from tilelabel.pipeline import graph as graph_mod
+from tilelabel.pipeline import stats as stats_mod
+from tilelabel.pipeline.finishing import Result, finish
+from tilelabel.pipeline.labeling import label
+from tilelabel.pipeline.local import Labeler
+from tilelabel.pipeline.merging import merge
+from tilelabel.pipeline.plan import plan_for_storage, plan_run
+from tilelabel.pipeline.writing import write
+from tilelabel.resources import Fit, Resources, for_backend
+from tilelabel.resources import keep as keep_mod
+from tilelabel.storage import (
+    Output,
+    Volume,
+    ZarrSource,
+    normalize_url,
+    open_input,
+    open_output,
+    open_volume,
+)
+
+log = logging.getLogger("tilelabel")
+
+
+@dataclass
+class Run:
+    """One run: its options and what opening it found, and the time each phase took."""
+
+    options: Options
+    volume: Volume
+    output: Output
+    labeler: Labeler
+    resources: Resources
+    #: statistics and size filter (None: labels only)
+    stats: stats_mod.StatsOptions | None
+    #: the intensity image's reader (statistics)
+    intensity: ZarrSource | None
+    progress: bool
+    #: when it began (``time.perf_counter``)
+    started: float = field(default_factory=time.perf_counter)
+    #: wall seconds of each phase so far (see :class:`Result`)
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def lap(self, phase: str) -> None:
+        """Record ``phase`` as ending now, having begun when the last one ended."""
+        now = time.perf_counter() - self.started
+        self.phases[phase] = now - sum(self.phases.values())
+
+
+@heap.during_runs
+def label_zarr(
+    options: Options,
+    *,
+    client: Client | None = None,
+    structure: np.ndarray | None = None,
+    progress: bool = False,
+) -> Result:
+    """Label ``options.input`` into ``options.output`` (see :func:`tilelabel.label_zarr`)."""
+    run = open_run(options, structure=structure, progress=progress, client=client)  # 0. open
+    with connect(
+        client=client,
+        scheduler=options.scheduler,
+        cluster=options.cluster,
+        local=run.resources.local_cluster,
+        workers=options.workers,
+        workers_per_gpu=options.workers_per_gpu,
+    ) as c:
+        fit = plan_run(run, c)  # 1. plan
+        graph = build_graph(run, fit)  # the tasks of steps 2 to 5
+        with kept_between_passes(c, graph):
+            passes = label(run, c, graph)  # 2. label, with 3-5 submitted behind it
+            count, holders = merge(run, c, graph, passes)  # 3-5. merge, resolve, number
+            created = write(run, c, graph, passes, fit, count, holders)  # 6. write
+        result = finish(run, c, graph, passes, created, count)  # 7. finish
+    result.seconds = time.perf_counter() - run.started
+    return result
+
+
+def open_run(
+    options: Options,
+    *,
+    structure: np.ndarray | None = None,
+    progress: bool = False,
+    client: Client | None = None,
+) -> Run:
+    """Step 0: everything the input, the output and the options allow checking, before any
+    cluster starts; a clear error for the first thing wrong."""
+    o, started = options, time.perf_counter()
+    stats = stats_mod.options(bool(o.stats), o.min_size, o.max_size, o.intensity is not None)
+    volume = open_volume(o.input, o.storage_options, o.channel, o.timepoint)
+    connectivity = conn_mod.normalize(len(volume.shape), o.connectivity, structure)
+    backend = resolve_backend(o.backend)
+    resources = for_backend(backend)
+    remote = o.cluster is not None and o.cluster["kind"] in ("scheduler", "slurm")
+    if client is None and o.scheduler is None and not remote:
+        resources.check_here()  # before a local cluster starts for it
+    output = open_output(volume, o.output, o.ome_labels, o.overwrite, o.storage_options)
+    if o.chunks is not None:  # a bad chunk size is refused before a cluster starts
+        plan_for_storage(volume.shape, volume.storage_chunks, o.chunks)
+    intensity = None
+    if o.intensity is not None:
+        if tuple(open_input(o.intensity, o.storage_options).shape) != volume.shape:
+            raise ValueError(
+                f"intensity {o.intensity} does not have the input's shape {volume.shape}"
+            )
+        intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
+    labeler = Labeler(backend=backend, connectivity=connectivity, algorithm=o.algorithm)
+    return Run(o, volume, output, labeler, resources, stats, intensity, progress, started)
+
+
+def build_graph(run: Run, fit: Fit) -> graph_mod.MergeGraph:
+    """The tasks of steps 2 to 5 for the run's plan (:func:`.graph.build`)."""
+    reader = run.volume.reader()
+    intensity = None
+    if run.intensity is not None:
+        intensity = graph_mod.Source(lambda idx, values=run.intensity: values)
+    return graph_mod.build(
+        source=graph_mod.Source(lambda idx: reader),
+        plan=fit.plan,
+        labeler=run.labeler,
+        stats=run.stats,
+        intensity=intensity,
+        keep_budget=fit.label_budget,
+        keep_input_budget=fit.input_budget,
+    )
+
+
+@contextlib.contextmanager
+def kept_between_passes(client: Client, graph: graph_mod.MergeGraph) -> Iterator[None]:
+    """While the passes run; then what the workers kept of them is dropped, however the run
+    ends, and how much of it the writing pass used is logged."""
+    try:
+        yield
+    finally:
+        if graph.keeping:
+            per_worker = list(client.run(keep_mod.drop, graph.token).values())
+            log.info(
+                "writing pass: %d of %d chunks from labels kept on the workers, %d from their "
+                "kept input",
+                sum(t[0] for t in per_worker),
+                graph.plan.nchunks,
+                sum(t[1] for t in per_worker),
+            )

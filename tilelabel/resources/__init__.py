@@ -1,0 +1,48 @@
+"""Device resource policy: what a run may hold on its workers' devices, behind one interface.
+
+A run asks its backend's :class:`Resources` (:func:`for_backend`) four things, and nothing else
+of the pipeline knows which device it runs on:
+
+1. ``check_here()``: before a local cluster starts, a clear error where this process cannot run
+   the backend (``cuda`` without a usable GPU);
+2. ``local_cluster(workers=, workers_per_gpu=)``: the cluster started for a run that has none;
+3. ``fit(client, request)``: the run's plan on that cluster and what each worker may keep between
+   the passes (:class:`Fit`): on GPUs, fitted to their free memory, giving up defaults that do
+   not fit (:mod:`.gpu_memory`), with the GPU's compression of the output (:mod:`.turns`);
+4. ``encoder(fit, created)``: how a write compresses its chunk on the device (None: zarr does,
+   on the host).
+
+What workers keep between the passes, and where, is :mod:`.keep`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from tilelabel.resources.fit import Fit, Request
+
+
+class Resources(Protocol):
+    backend: str
+
+    def check_here(self) -> None: ...
+
+    def local_cluster(self, *, workers: int | None = None, workers_per_gpu: int | None = None): ...
+
+    def fit(self, client, request: Request) -> Fit: ...
+
+    def encoder(self, fit: Fit, created: Any) -> Any: ...
+
+
+def for_backend(backend: str) -> Resources:
+    """The resources of a resolved backend (``cpu`` or ``cuda``)."""
+    if backend == "cuda":
+        from tilelabel.resources.gpu import GPUResources
+
+        return GPUResources()
+    from tilelabel.resources.host import HostResources
+
+    return HostResources()
+
+
+__all__ = ["Fit", "Request", "Resources", "for_backend"]

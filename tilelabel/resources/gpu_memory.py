@@ -1,0 +1,237 @@
+"""Whether a run fits its GPUs' memory, and what it gives up, where it can, so that it does.
+
+Every worker thread may hold one chunk on its GPU at once; beside them each worker may keep
+labels and packed input between the passes (:mod:`.keep`), and the threads that compress output
+need the encoder's room too (:mod:`.turns`). Both
+extras are defaults that only save time, so on a GPU too small for them a run gives them up
+rather than refuse: first the kept labels, then the GPU's compression (the host compresses the
+output, and the plan no longer needs chunks large enough for the encoder), then both; and
+where the chunk size is the default's, smaller chunks after that. What the user asked for by
+name is never given up; where nothing fits, the run is refused with a chunk size that would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+from distributed import Client
+
+from tilelabel.dtypes import local_dtype
+from tilelabel.pipeline.plan import ChunkPlan
+from tilelabel.resources.fit import Fit, chunk_voxels
+
+log = logging.getLogger("tilelabel")
+
+#: a function of the bytes each worker keeps between the passes (and ``advice=True``): why the
+#: GPUs have no room for the run's chunks and that, and what would fit (None: they have room;
+#: :func:`gpu_memory_problem` bound to the workers' answers)
+Problem = Callable[..., "str | None"]
+
+
+def fit(
+    *,
+    ask: Callable[[ChunkPlan, int | None], Problem],
+    planned: Callable[..., ChunkPlan],
+    connectivity: int,
+    threads: int,
+    turns: int | None,
+    keep_labels: int | None,
+    keep_input: bool,
+    may_drop_encoder: bool,
+    may_shrink: bool = False,
+) -> Fit:
+    """The first run that fits, in the order of the module's docstring, or a ValueError that
+    says why the last one tried does not.
+
+    ``ask(plan, turns)``: the GPUs' :data:`Problem` for ``plan``'s chunks with ``turns`` encoder
+    turns (:func:`asker`); ``planned(encoding, largest=None)``: the run's plan where the GPU
+    compresses output or not, its chunks at most ``largest`` voxels; ``threads``: the cluster's
+    worker threads; ``may_drop_encoder``: ``turns`` is the default's, not the user's;
+    ``may_shrink``: the chunk size is the default's, so a run that fits nowhere else labels in
+    chunks of at most half the voxels, and half again, down to one storage chunk."""
+    why = problem = default = None  # why the defaults do not fit, without the advice
+    for t, plan in _tries(planned, turns, may_drop_encoder, may_shrink):
+        default = default or plan  # the first try's
+        run = Fit.of(plan, connectivity, threads, keep_labels, keep_input, turns=t)
+        labels, bits = run.held(connectivity)
+        problem_with = ask(run.plan, t)
+        for kept in (labels, 0) if keep_labels is None and labels else (labels,):
+            problem = problem_with(bits + kept)
+            if why is None and problem is not None:
+                why = problem_with(bits + kept, advice=False)
+            if problem is None:
+                given_up = []
+                if kept != labels:
+                    run = dataclasses.replace(run, label_budget=0)
+                    given_up.append("keeps no chunk labels between the passes")
+                if t != turns:
+                    given_up.append("compresses the output on the host")
+                if plan != default:
+                    given_up.append(f"labels in chunks of up to {plan.max_block_shape()}")
+                if given_up:
+                    log.warning(
+                        "the GPUs have no room for this run's defaults, so it %s: %s",
+                        " and ".join(given_up),
+                        why,
+                    )
+                return run
+    raise ValueError(problem)
+
+
+def _tries(
+    planned: Callable[..., ChunkPlan],
+    turns: int | None,
+    may_drop_encoder: bool,
+    may_shrink: bool,
+) -> Iterator[tuple[int | None, ChunkPlan]]:
+    """(encoder turns, plan) of each run :func:`fit` tries, the defaults first."""
+    plan = planned(turns != 0)
+    yield turns, plan
+    smallest = 0 if may_drop_encoder else turns  # the encoder named by the user stays
+    if smallest != turns:
+        plan = planned(False)
+        yield smallest, plan
+    target = chunk_voxels(plan) // 2
+    while may_shrink and target:
+        # chunks are whole storage chunks, so a halved target may leave the plan as it was
+        smaller = planned(smallest != 0, target)
+        if smaller != plan:
+            plan = smaller
+            yield smallest, plan
+        target //= 2
+
+
+def asker(
+    client: Client, threads: dict[str, int], storage: tuple[int, ...], connectivity: int
+) -> Callable[[ChunkPlan, int | None], Problem]:
+    """:func:`fit`'s ``ask`` for the cluster of ``client``: asks its workers about their GPUs,
+    after a clear error where a worker has no usable GPU at all.
+
+    ``threads``: per worker, its threads (:func:`tilelabel.cluster.worker_threads`).
+    """
+    from tilelabel.kernels.backends import BackendUnavailable, cuda_available
+
+    usable = client.run(cuda_available)
+    if not usable or not all(usable.values()):
+        raise BackendUnavailable(
+            "backend 'cuda' was requested but the cluster's workers have no usable GPU "
+            f"(per worker: {usable})"
+        )
+    reports: dict[tuple, dict[str, tuple]] = {}
+
+    def report(block: tuple[int, ...], encode: bool) -> dict[str, tuple]:
+        # the tries of one run share their blocks: each block is asked about once
+        if (block, encode) not in reports:
+            ldt = local_dtype(block, connectivity)
+            reports[block, encode] = client.run(
+                chunk_memory, block, ldt, connectivity, encode=encode
+            )
+        return reports[block, encode]
+
+    def ask(plan: ChunkPlan, turns: int | None) -> Problem:
+        """The workers' GPUs' :data:`Problem` for ``plan``'s largest chunk. ``turns``: how many
+        of a GPU's worker threads may compress output at once (None: all); each of those needs
+        room for the encoder too."""
+        block = plan.max_block_shape()
+        base = report(block, False)
+        extra = 0
+        if turns != 0:
+            encoding = report(block, True)
+            extra = max(encoding[w][0] - base[w][0] for w in base)
+        return functools.partial(
+            gpu_memory_problem, base, threads, block, storage, encode=extra, turns=turns
+        )
+
+    return ask
+
+
+def chunk_memory(
+    block_shape: tuple[int, ...], label_dtype, connectivity: int, encode: bool = False
+) -> tuple[int, int, int, str]:
+    """(bytes one chunk of ``block_shape`` needs on this worker's GPU, bytes free on the device
+    now, bytes free in this process's own pool, the device's identity): run on each worker
+    (``client.run``), since several workers may share one GPU (same identity). ``encode``: the
+    writing pass may compress the output on the GPU, counted only where it can."""
+    from tilelabel.kernels.gpu import device_memory
+
+    return device_memory(tuple(block_shape), np.dtype(label_dtype), connectivity, encode)
+
+
+def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list[tuple]]:
+    """Per GPU (the device identity of ``report``'s rows, see gpu_memory_problem), the
+    ``(need, device free, pool free, threads)`` of each worker that uses it."""
+    per_gpu: dict[str, list[tuple]] = {}
+    for worker, (need, device_free, pool_free, device) in report.items():
+        per_gpu.setdefault(device, []).append((need, device_free, pool_free, threads[worker]))
+    return per_gpu
+
+
+def gpu_memory_problem(
+    report: dict[str, tuple[int, int, int, str]],
+    threads: dict[str, int],
+    block: tuple[int, ...],
+    storage: tuple[int, ...],
+    kept: int = 0,
+    encode: int = 0,
+    turns: int | None = 0,
+    advice: bool = True,
+) -> str | None:
+    """Why chunks of ``block`` do not fit the cluster's GPUs (None: they fit), and with
+    ``advice`` what would.
+
+    ``report``: per worker, :func:`chunk_memory`'s (need, device
+    free, own pool free, device); ``threads``: per worker, its threads. Every worker thread may
+    hold a chunk at once, the workers of one device share its memory, and each worker may also
+    hold ``kept`` bytes between the passes (packed input, which scales with the chunk too).
+    ``encode`` more bytes each for as many threads as may compress output at once: ``turns``
+    per GPU (None: every thread).
+    """
+    for rows in _by_gpu(report, threads).values():
+        need = max(r[0] for r in rows)
+        free = min(r[1] for r in rows) + sum(r[2] for r in rows)
+        slots = sum(r[3] for r in rows)
+        encoding = slots if turns is None else min(slots, turns)
+        total = need * slots + encode * encoding + kept * len(rows)
+        if total <= free:
+            continue
+        shared = (
+            f"{slots} worker threads share a GPU with {free / 2**30:.1f} GiB free"
+            if slots > 1
+            else f"a worker's GPU has {free / 2**30:.1f} GiB free"
+        )
+        compress = f" (and {encode / 2**30:.1f} GiB more to compress it there)" if encoding else ""
+        if kept:
+            compress += f", each worker keeps {kept / 2**30:.1f} GiB between the passes"
+        why = (
+            f"processing chunk {block} needs about {need / 2**30:.1f} GiB of GPU memory per "
+            f"worker thread{compress}, and {shared}"
+        )
+        if not advice:
+            return why
+        fit = shrink_to_fit(block, storage, free / total * 0.9)
+        other = ["fewer workers per GPU"] if slots > 1 else []
+        if encoding > 1:
+            other.append("fewer GPU encoders: --gpu-encoders")
+        return f"{why}; use --chunks {','.join(map(str, fit))} or smaller" + (
+            f" (or {', or '.join(other)})" if other else ""
+        )
+    return None
+
+
+def shrink_to_fit(
+    block: tuple[int, ...], storage: tuple[int, ...], ratio: float
+) -> tuple[int, ...]:
+    """A chunk shape, whole multiples of ``storage``, holding at most ``ratio`` of ``block``'s
+    voxels: every axis scaled by ratio^(1/ndim), the largest first where rounding leaves room."""
+    scale = ratio ** (1.0 / len(block))
+    out = [max(s, int(b * scale) // s * s) for b, s in zip(block, storage, strict=True)]
+    limit = ratio * math.prod(block)
+    while math.prod(out) > limit and any(o > s for o, s in zip(out, storage, strict=True)):
+        axis = max(range(len(out)), key=lambda a: out[a] if out[a] > storage[a] else -1)
+        out[axis] -= storage[axis]
+    return tuple(out)

@@ -1,0 +1,53 @@
+"""Settings of the processes that run tilelabel's tasks: one table in dask's config.
+
+These are not options of a run (:mod:`tilelabel.options`) but of each worker process, so they
+live where dask keeps its own: under ``tilelabel`` in a dask config file, in
+``dask.config.set(...)``, or in environment variables such as
+``DASK_TILELABEL__CODEC__THREADS=4``. A local cluster hands its client's config to the workers it
+starts; the workers of a remote cluster read their own.
+
+================== ======= =========================================================================
+key                default meaning
+================== ======= =========================================================================
+``codec.threads``  null    threads of a process's codec pool (decoding, encoding, file I/O);
+                           null: one per core the process may run on
+``codec.nice``     10      how many ``nice`` steps below the process's other threads the codec
+                           threads run, so that many workers' codec threads do not starve the
+                           threads that drive the GPU and the merge (0: the same priority)
+================== ======= =========================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask.config
+
+DEFAULTS: dict[str, Any] = {"codec": {"threads": None, "nice": 10}}
+
+dask.config.update_defaults({"tilelabel": DEFAULTS})
+
+
+def get(key: str) -> Any:
+    """The setting ``key`` (e.g. ``"codec.threads"``)."""
+    return dask.config.get(f"tilelabel.{key}")
+
+
+def codec_threads() -> int:
+    """Threads of this process's codec pool: ``codec.threads``, else one per usable core."""
+    from tilelabel.cores import usable_cores
+
+    value = get("codec.threads")
+    if value is None:
+        return usable_cores()
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"tilelabel.codec.threads must be an integer >= 1, got {value!r}")
+    return value
+
+
+def codec_nice() -> int:
+    """``codec.nice``: nice steps of the codec threads below the process's others."""
+    value = get("codec.nice")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 39:
+        raise ValueError(f"tilelabel.codec.nice must be an integer in 0..39, got {value!r}")
+    return value

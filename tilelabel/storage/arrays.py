@@ -1,0 +1,231 @@
+"""zarr arrays in and out: opened with clear errors, created safely, read and written by tasks."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import zarr
+
+from tilelabel.storage import loops
+from tilelabel.validate import check_input
+
+
+def normalize_url(url: str) -> str:
+    """Local paths become absolute real paths; URLs are kept (minus a trailing slash)."""
+    url = os.fspath(url)
+    if "://" in url and not url.startswith("file://"):
+        return url.rstrip("/")
+    path = url[len("file://") :] if url.startswith("file://") else url
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def _exists(url: str) -> bool:
+    if "://" not in url:
+        return os.path.exists(url)
+    try:
+        zarr.open(url, mode="r")
+        return True
+    except Exception:
+        return False
+
+
+def open_input(url: str, storage_options: dict | None = None) -> zarr.Array:
+    """Open a zarr array (v2 or v3) for reading, or raise a ValueError that says what is wrong."""
+    target = normalize_url(url)
+    if "://" not in target and not os.path.exists(target):
+        raise ValueError(f"input {url} does not exist")
+    try:
+        node = zarr.open(target, mode="r", storage_options=storage_options)
+    except FileNotFoundError as e:
+        if "://" not in target:  # the path exists (checked above) but holds no zarr metadata
+            raise ValueError(f"input {url} is not a zarr array (no zarr metadata there)") from e
+        raise ValueError(f"input {url} does not exist") from e
+    except Exception as e:
+        raise ValueError(f"input {url} is not a zarr array ({type(e).__name__}: {e})") from e
+    if isinstance(node, zarr.Group):
+        arrays = sorted(name for name, _ in node.arrays())
+        hint = f"; it holds the arrays {', '.join(arrays)}" if arrays else ""
+        raise ValueError(
+            f"input {url} is a zarr group, not an array: give the path of an array inside it{hint}"
+        )
+    check_input(tuple(node.shape), node.dtype, what=f"input {url}")
+    return node
+
+
+def storage_chunks(arr: zarr.Array) -> tuple[int, ...]:
+    """The unit a task may write without racing another: the shard if sharded, else the chunk."""
+    return tuple(arr.shards or arr.chunks)
+
+
+def check_output(dst: str, src: str, overwrite: bool) -> None:
+    """Refuse an output equal to the input, or existing without ``overwrite``, before any work."""
+    if normalize_url(dst) == normalize_url(src):
+        raise ValueError(f"output {dst} is the input; write the labels to another array")
+    if _exists(normalize_url(dst)) and not overwrite:
+        raise ValueError(
+            f"output {dst} already exists; pass overwrite=True (--overwrite) to replace it"
+        )
+
+
+def create_output(
+    dst: str,
+    like: zarr.Array,
+    dtype: np.dtype,
+    attributes: dict[str, Any],
+    overwrite: bool,
+    storage_options: dict | None = None,
+    lead: int = 0,
+) -> zarr.Array:
+    """Create the label array with the input's shape, chunks, shards, codecs and zarr format
+    (less ``lead`` leading axes: an OME-Zarr image's selected time point and channel)."""
+    kwargs: dict[str, Any] = {}
+    if like.shards:
+        kwargs["shards"] = like.shards[lead:]
+    return zarr.create_array(
+        normalize_url(dst),
+        shape=like.shape[lead:],
+        chunks=like.chunks[lead:],
+        dtype=dtype,
+        compressors=like.compressors,
+        fill_value=0,
+        zarr_format=like.metadata.zarr_format,
+        attributes=attributes,
+        overwrite=overwrite,
+        storage_options=storage_options,
+        **kwargs,
+    )
+
+
+def remove(url: str, storage_options: dict | None = None) -> None:
+    """Delete an output that did not complete, so that nothing half-written is left behind."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(normalize_url(url), **(storage_options or {}))
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+@dataclass(frozen=True)
+class RawChunks:
+    """How a backend may write an array's chunks itself: each storage chunk (``tile``) is one
+    ``codec`` frame of its C-ordered little-endian bytes, edge chunks padded with zeros, and an
+    all-zero chunk is not stored (zarr reads it as the fill value, 0)."""
+
+    codec: str
+    tile: tuple[int, ...]
+
+
+#: zstd levels a device encoder may stand in for: nvCOMP compresses about as tightly as zstd's
+#: fast levels, so an array asking for more (an archive's level 19) is left to zarr's encoder
+RAW_ZSTD_MAX_LEVEL = 3
+
+
+def raw_codec(arr: zarr.Array) -> str | None:
+    """The device codec of ``arr``'s compression ("zstd"), or None where no device encoder
+    stands in for it (sharded, another codec or several, a zstd level above
+    :data:`RAW_ZSTD_MAX_LEVEL` or with checksums, a big-endian host). An output made like
+    ``arr`` (:func:`create_output`, an OME label image) takes just these from it."""
+    import sys
+
+    if sys.byteorder != "little" or arr.shards or len(arr.compressors) != 1:
+        return None
+    (comp,) = arr.compressors
+    # zarr v3's ZstdCodec and numcodecs' Zstd (zarr v2) both carry level and checksum
+    if type(comp).__name__ not in ("ZstdCodec", "Zstd"):
+        return None
+    if getattr(comp, "checksum", False) or int(comp.level) > RAW_ZSTD_MAX_LEVEL:
+        return None
+    return "zstd"
+
+
+def raw_chunks(arr: zarr.Array, lead: int = 0) -> RawChunks | None:
+    """The :class:`RawChunks` layout of ``arr``'s last axes, past its first ``lead`` (an OME
+    label image's t/c axes, where each chunk holds one position: its bytes are then those of
+    its spatial tile), or None when its chunks are anything else (more than one position
+    along a lead axis, filtered, big-endian, a nonzero fill value, Fortran order, or a
+    compression of no :func:`raw_codec`)."""
+    if any(int(c) != 1 for c in arr.chunks[:lead]) or arr.filters:
+        return None
+    if np.dtype(arr.dtype).byteorder == ">" or arr.metadata.fill_value != 0:
+        return None
+    if arr.metadata.zarr_format == 3:
+        serializer = arr.serializer
+        if type(serializer).__name__ != "BytesCodec" or str(
+            getattr(serializer.endian, "value", serializer.endian)
+        ) not in ("little", "None"):
+            return None
+    elif getattr(arr, "order", "C") != "C":
+        return None
+    codec = raw_codec(arr)
+    return None if codec is None else RawChunks(codec, tuple(int(c) for c in arr.chunks[lead:]))
+
+
+@dataclass(frozen=True)
+class ZarrSource:
+    """Picklable reader of blocks of a zarr array.
+
+    It opens the array in each task (a small metadata read) rather than caching it per process,
+    so a worker never reads through stale metadata of an array that was since replaced.
+    """
+
+    url: str
+    storage_options: dict | None = field(default=None, hash=False, compare=False)
+    #: fixed leading indices (an OME-Zarr image's time point and channel): only they are read
+    index: tuple[int, ...] = ()
+
+    def __call__(self, slices: tuple[slice, ...]) -> np.ndarray:
+        selection = self.index + tuple(slices)
+        if loops.here(self.url):
+            return loops.run_here(loops.read(self.url, selection))
+        arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
+        return np.asarray(arr[selection])
+
+
+@dataclass(frozen=True)
+class ZarrTarget:
+    """Picklable writer of blocks into a zarr array (opened per task: the array is new each run)."""
+
+    url: str
+    storage_options: dict | None = field(default=None, hash=False, compare=False)
+    #: fixed leading indices (the size-1 t/c axes of an OME-Zarr label image)
+    index: tuple[int, ...] = ()
+    #: set when a backend may hand over encoded chunks (:meth:`write_chunks`)
+    raw: RawChunks | None = None
+
+    def __call__(self, slices: tuple[slice, ...], data: np.ndarray) -> None:
+        selection = self.index + tuple(slices)
+        if loops.here(self.url):
+            return loops.run_here(loops.write(self.url, selection, data))
+        arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
+        arr[selection] = data
+
+    def write_chunks(
+        self, slices: tuple[slice, ...], tiles: dict[tuple[int, ...], memoryview]
+    ) -> None:
+        """Store a block's encoded chunks as they are (layout :attr:`raw`): ``tiles`` maps a
+        chunk's index within the block at ``slices`` to its bytes. The block starts on a chunk
+        boundary (the plan aligns blocks to storage chunks); chunks not in ``tiles`` are all
+        zero and stay unwritten, as zarr leaves them. Along the :attr:`index` axes each chunk
+        holds one position (see :func:`raw_chunks`), the one the index names."""
+        if self.raw is None:
+            raise ValueError(f"{self.url}: chunks of this array are written through zarr")
+        tile = self.raw.tile
+        first = []
+        for s, t in zip(slices, tile, strict=True):
+            if s.start % t:
+                raise ValueError(f"block {slices} does not start on a chunk of {tile}")
+            first.append(s.start // t)
+        arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
+        items = [
+            (self.index + tuple(f + i for f, i in zip(first, idx, strict=True)), data)
+            for idx, data in tiles.items()
+        ]
+        coro = loops.put_chunks(arr.store_path, arr.metadata.encode_chunk_key, items)
+        if loops.here(self.url):
+            return loops.run_here(coro)
+        from zarr.core.sync import sync
+
+        sync(coro)

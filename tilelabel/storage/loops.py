@@ -1,0 +1,108 @@
+"""Reading and writing local zarr stores on the calling thread, codecs in one pool per process.
+
+zarr's synchronous API hands the reads and writes of every thread to one event-loop thread, which
+also does each chunk's assembly copies and emptiness checks: a worker with several threads would
+wait on it in turn. Here each thread runs zarr's coroutines on an event loop of its own, and every
+loop hands its codec work to one process-wide pool (sized and niced by
+:mod:`tilelabel.settings`). Local stores only: fsspec's async filesystems are bound to their own
+loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from tilelabel import settings
+
+_thread = threading.local()
+_pool: list[ThreadPoolExecutor] = []
+_pool_lock = threading.Lock()
+
+
+def lower_priority(by: int) -> None:
+    """Raise the calling thread's niceness by ``by`` (on Linux each thread has its own; an
+    unprivileged process may always lower its own priority). Nothing where that is not so."""
+    if by <= 0 or not hasattr(os, "setpriority"):
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
+    except OSError:
+        pass
+
+
+class _SharedCodecPool(ThreadPoolExecutor):
+    """The default executor of every thread's loop: it hands codec work to one process-wide
+    pool, and ignores shutdown, which a loop's close (its thread ending) would otherwise send
+    to the pool that every other thread's loop is using."""
+
+    def __init__(self):
+        super().__init__(max_workers=1)  # never starts a thread of its own
+
+    def submit(self, fn, /, *args, **kwargs):
+        # every codec call of every thread comes through here: the lock is for the first only
+        if not _pool:
+            with _pool_lock:
+                if not _pool:
+                    _pool.append(
+                        ThreadPoolExecutor(
+                            settings.codec_threads(),
+                            "tilelabel-codec",
+                            initializer=lower_priority,
+                            initargs=(settings.codec_nice(),),
+                        )
+                    )
+        return _pool[0].submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        pass
+
+
+def here(url: str) -> bool:
+    """Whether ``url``'s reads and writes run on this thread's loop: a local store, and no event
+    loop already running in this thread (a notebook's)."""
+    if "://" in url:
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
+
+
+def run_here(coro):
+    """Run a zarr coroutine on this thread's own event loop (see the module's docstring)."""
+    loop = getattr(_thread, "loop", None)
+    if loop is None:
+        loop = _thread.loop = asyncio.new_event_loop()
+        loop.set_default_executor(_SharedCodecPool())
+    return loop.run_until_complete(coro)
+
+
+async def read(url: str, selection: tuple) -> np.ndarray:
+    from zarr.api.asynchronous import open_array
+
+    arr = await open_array(store=url, mode="r")
+    return np.asarray(await arr.getitem(selection))
+
+
+async def write(url: str, selection: tuple, data: np.ndarray) -> None:
+    from zarr.api.asynchronous import open_array
+
+    arr = await open_array(store=url, mode="r+")
+    await arr.setitem(selection, data)
+
+
+async def put_chunks(store_path, encode_key, items) -> None:
+    """Store each ``(chunk coordinates, bytes)`` of ``items`` under its chunk key."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    make = default_buffer_prototype().buffer.from_bytes
+    await asyncio.gather(
+        *((store_path / encode_key(coords)).set(make(bytes(data))) for coords, data in items)
+    )
