@@ -642,9 +642,8 @@ def warm_up(work: Path, methods: list[str], storage_chunk: int) -> None:
     ) as lc:
         with Client(lc, set_as_default=False) as c:
             for backend in backends:
-                # gpu_encode=True: on a fresh machine the first process's first real GPU
-                # compression took 2.6-3.7 s whatever the warm-up, later processes' 0.06 s
-                # (benchmarks/nvcomp_warm.py): a cache on disk is filled once per machine
+                # gpu_encode=True: a machine's first GPU compression fills nvCOMP's cache on
+                # disk, which no run measured here should pay
                 tilelabel.label_zarr(
                     src,
                     str(work / "warm-out.zarr"),

@@ -28,18 +28,6 @@ EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not vals or any(v < 1 for v in vals):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return vals
-
-
 def _density(text: str) -> float:
     v = float(text)
     if not 0.0 <= v <= 1.0:
@@ -48,7 +36,8 @@ def _density(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tilelabel.options import add_flags
+    from tilelabel.options import add_flags, parsed
+    from tilelabel.validate import sizes
 
     p = argparse.ArgumentParser(
         prog="tilelabel",
@@ -80,10 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--granularity 4 --chunks 128,128,128 --seed 1\n",
     )
     syn.add_argument("output", help="path of the zarr array to write")
-    syn.add_argument("--shape", type=_ints, required=True, help="Z,Y,X (or Y,X)")
+    syn.add_argument("--shape", type=parsed(sizes), required=True, help="Z,Y,X (or Y,X)")
     syn.add_argument("--density", type=_density, default=0.2, help="foreground fraction [0, 1]")
     syn.add_argument("--granularity", type=int, default=1, help="cell size in voxels (>= 1)")
-    syn.add_argument("--chunks", type=_ints, help="storage chunks (default: 64 per axis)")
+    syn.add_argument("--chunks", type=parsed(sizes), help="storage chunks (default: 64 per axis)")
     syn.add_argument("--seed", type=int, default=0)
     syn.add_argument("--zarr-format", type=int, choices=(2, 3), default=3)
     syn.add_argument("--overwrite", action="store_true")

@@ -70,20 +70,20 @@ def option(
     return field(default=default, metadata={"spec": spec})
 
 
-def _nonnegative_int(text: str) -> int:
-    """argparse type of a count: the flag's own message, e.g. ``--gpu-encoders -1``."""
-    import argparse
+def _integer_text(check: v.Check) -> v.Check:
+    """``check`` of an integer given as text (a flag's value); not an integer fails it too."""
 
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
+    def on_text(text: str):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        return check(value)
+
+    return on_text
 
 
-def _parsed(check: v.Check):
+def parsed(check: v.Check):
     """argparse type from a check that takes strings: its message on a bad value."""
     import argparse
 
@@ -167,7 +167,7 @@ class Options:
         "512^3 (cuda): smaller for small volumes, so that every worker thread gets work, and "
         "where the GPUs have no room for those.",
         check=v.sizes,
-        flags=[flag("--chunks", type=_parsed(v.sizes), metavar="Z,Y,X")],
+        flags=[flag("--chunks", type=parsed(v.sizes), metavar="Z,Y,X")],
     )
     backend: str = option(
         "auto",
@@ -270,7 +270,7 @@ class Options:
         doc="Where it is not given, a GPU run also keeps none where the labels would not fit "
         "beside the chunks in GPU memory (:mod:`tilelabel.resources`).",
         check=v.byte_count,
-        flags=[flag("--keep-labels", type=_parsed(v.byte_count), metavar="SIZE")],
+        flags=[flag("--keep-labels", type=parsed(v.byte_count), metavar="SIZE")],
     )
     keep_input: bool = option(
         True,
@@ -314,7 +314,7 @@ class Options:
             ),
             flag(
                 "--gpu-encoders",
-                type=_nonnegative_int,
+                type=parsed(_integer_text(v.index)),
                 metavar="N",
                 help="let at most N worker threads per GPU compress output chunks on it at "
                 "once; a write waits for one of those turns about as long as the host would "

@@ -341,7 +341,7 @@ def test_the_gpu_may_compress_only_plain_outputs_when_given_turns(tmp_path):
     from tilelabel.storage import Created, RawChunks
 
     arr = zarr.create_array(tmp_path / "a.zarr", shape=(4, 8, 8), chunks=(2, 4, 4), dtype="u4")
-    plan = plan_for_storage(arr.shape, arr.chunks)
+    plan = plan_for_storage(arr.shape, arr.chunks, arr.chunks)
 
     def encoder(turns, lead=0, resources=None):
         resources = resources or GPUResources()

@@ -36,9 +36,8 @@ def _codec(stream):
 
     One codec per batch, never kept: a codec holds its state and scratch (gigabytes after a
     512^3 chunk) until it is dropped, so codecs kept per worker thread hold device memory that
-    the next run's chunks need, while making one costs next to nothing beside a batch
-    (``benchmarks/worker_gpu_memory.py``). The caller drops it before its stream (the other order
-    crashes the process)."""
+    the next run's chunks need, while making one costs next to nothing beside a batch. The
+    caller drops it before its stream (the other order crashes the process)."""
     import cupy as cp
     from nvidia import nvcomp
 

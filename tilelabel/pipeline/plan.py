@@ -83,8 +83,7 @@ class ChunkPlan:
         return tuple(c[i] for c, i in zip(self.chunks, index, strict=True))
 
     def slices(self, index: Sequence[int]) -> tuple[slice, ...]:
-        off = self.offset(index)
-        return tuple(slice(o, o + b) for o, b in zip(off, self.block_shape(index), strict=True))
+        return self.chunk(index).slices
 
     def chunk(self, index: Sequence[int]) -> Chunk:
         index = tuple(index)
@@ -111,13 +110,14 @@ def plan_for_storage(
     shape: Sequence[int],
     storage_chunks: Sequence[int],
     chunks: Sequence[int] | None = None,
-    target_voxels: int = 256**3,
+    target_voxels: int | None = None,
 ) -> ChunkPlan:
     """Plan processing chunks over a store whose chunks are ``storage_chunks``.
 
     ``chunks`` (optional, per axis) must be whole multiples of the storage chunks; a chunk larger
     than the axis is clipped to it. Without ``chunks``, storage chunks are grown, smallest axis
-    first, until a chunk would exceed ``target_voxels``.
+    first, until a chunk would exceed ``target_voxels`` (which the backend's resources choose:
+    :mod:`tilelabel.resources`).
     """
     shape = tuple(int(s) for s in shape)
     storage = tuple(min(int(c), s) for c, s in zip(storage_chunks, shape, strict=True))
@@ -139,6 +139,8 @@ def plan_for_storage(
             )
         sizes = tuple(min(c, n) for c, n in zip(chunks, shape, strict=True))
     else:
+        if target_voxels is None:
+            raise TypeError("plan_for_storage needs chunks or target_voxels")
         sizes = list(storage)
         while True:
             # grow the smallest axis (the last one on ties): near-cubic chunks keep faces small

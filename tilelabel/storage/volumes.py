@@ -67,9 +67,6 @@ class Created:
 
 
 class Output(Protocol):
-    #: what a failed run removes
-    url: str
-
     def create(self, dtype: np.dtype, attributes: dict[str, Any]) -> Created: ...
 
     def fill(self, client) -> None:
@@ -78,7 +75,8 @@ class Output(Protocol):
     def publish(self) -> None:
         """After the output is complete: what makes it visible to readers."""
 
-    def remove(self) -> None: ...
+    def remove(self) -> None:
+        """What a failed run does: the output goes, with whatever was written of it."""
 
 
 @dataclass(frozen=True)
