@@ -102,7 +102,7 @@ def wait_for_workers(client: Client, jobs: int, per_job: int, timeout: float) ->
     asked: set[str] = set()
     deadline = time.monotonic() + timeout
     while True:
-        workers = list(client.scheduler_info(n_workers=-1)["workers"])
+        workers = list(client.nthreads())
         new = [w for w in workers if w not in asked]
         if new:
             # a worker that left meanwhile answers with its error: asked again if it returns

@@ -16,8 +16,10 @@ log = logging.getLogger("tilelabel")
 
 
 def worker_threads(client: Client) -> dict[str, int]:
-    """Threads of each worker of the client's cluster (one round trip to the scheduler)."""
-    return {w: info["nthreads"] for w, info in client.scheduler_info()["workers"].items()}
+    """Threads of each worker of the client's cluster (one round trip to the scheduler). Not
+    from ``scheduler_info()``, whose cached answer the client's periodic refresh may replace
+    with one that lists no workers."""
+    return dict(client.nthreads())
 
 
 def cluster_threads(threads: Client | dict[str, int]) -> int:
@@ -103,7 +105,7 @@ def connect(
     with local(workers=workers, workers_per_gpu=workers_per_gpu) as started, Client(started) as c:
         log.info(
             "local dask cluster of %d workers, dashboard at %s",
-            len(c.scheduler_info()["workers"]),
+            len(c.nthreads()),
             c.dashboard_link,
         )
         yield c
