@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from tilelabel._version import __version__
 
@@ -158,5 +160,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
+def command() -> NoReturn:
+    """The ``tilelabel`` command: :func:`main`, then out at once. A cluster the run started is
+    still closing in the background (:func:`tilelabel.cluster.local.close_soon`): the output is
+    complete and the summary printed, so the command does not wait for it; its worker
+    processes end with this one."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

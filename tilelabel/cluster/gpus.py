@@ -30,12 +30,14 @@ def cuda_cluster(
     gpus: int | None = None,
     workers_per_gpu: int | None = None,
     threads_per_worker: int | None = None,
+    most_threads: int | None = None,
     **kwargs,
 ):
     """A ``dask_cuda.LocalCUDACluster`` on the first ``gpus`` GPUs of ``CUDA_VISIBLE_DEVICES``
     (default: all), with ``workers_per_gpu`` worker processes on each (default, and threads per
     worker: :func:`tilelabel.resources.gpu.cluster_shape` for the GPU's share of the cores and
-    the room its free memory has). ``kwargs`` go to ``LocalCUDACluster``."""
+    the room its free memory has, at most ``most_threads`` worker threads in all by default).
+    ``kwargs`` go to ``LocalCUDACluster``."""
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError as e:
@@ -51,6 +53,8 @@ def cuda_cluster(
         raise ValueError(f"{gpus} GPU workers asked for, but only {len(visible)} GPUs are visible")
     devices = visible[: gpus or len(visible)]
     cores = max(1, usable_cores() // len(devices))
+    if most_threads is not None:  # no more workers than the run has chunks for
+        cores = min(cores, max(1, -(-most_threads // len(devices))))
     # every GPU gets as many workers: the one with the least room decides
     known = [s for s in map(memory_slots, devices) if s] if workers_per_gpu is None else []
     workers_per_gpu, threads_per_worker = cluster_shape(

@@ -4,6 +4,7 @@ section, or a local cluster started for the run."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -46,6 +47,35 @@ def cpu_cluster(workers: int | None = None) -> LocalCluster:
     )
 
 
+def in_process_cluster(threads: int) -> LocalCluster:
+    """A scheduler and one worker of ``threads`` threads in this process: distributed's own
+    in-process cluster, started and stopped in milliseconds where worker processes take
+    seconds, with the chunks never leaving this process. The kernels release the GIL."""
+    return LocalCluster(
+        n_workers=1, threads_per_worker=threads, processes=False, silence_logs=quiet_logs()
+    )
+
+
+#: clusters of finished runs still closing (:func:`close_soon`)
+_closing: list[threading.Thread] = []
+
+
+def close_soon(cluster: Any) -> None:
+    """Close ``cluster`` in the background: a run returns once its output is complete, not once
+    its workers have stopped. Should this process exit first, distributed ends its local
+    workers with it (each worker process watches its parent)."""
+    thread = threading.Thread(target=cluster.close, name="tilelabel-close", daemon=True)
+    thread.start()
+    _closing.append(thread)
+
+
+def closed_before() -> None:
+    """Wait until the clusters of earlier runs have closed: a new cluster must not find their
+    workers holding memory (a GPU's free memory sizes its workers)."""
+    while _closing:
+        _closing.pop().join()
+
+
 def _local_kind(kind: str) -> Callable[..., Any]:
     """The ``local`` / ``local-cuda`` kind's cluster factory (its backend's, see resources)."""
     from tilelabel.resources import for_backend
@@ -60,6 +90,7 @@ def connect(
     scheduler: str | None = None,
     cluster: dict[str, Any] | None = None,
     local: Callable[..., Any],
+    work: Any,
     workers: int | None = None,
     workers_per_gpu: int | None = None,
 ) -> Iterator[Client]:
@@ -68,8 +99,10 @@ def connect(
     Order: ``client``; a ``scheduler`` address (or scheduler file path); a ``cluster:`` section
     (:mod:`.kinds`: ``scheduler`` connects to its address, ``local`` and ``local-cuda`` start
     those clusters, ``slurm`` submits dask-jobqueue jobs); the client already active in this
-    process; else ``local(workers=..., workers_per_gpu=...)``, the run's backend's own local
-    cluster. ``workers`` and ``workers_per_gpu`` override a local kind's own.
+    process; else ``local(work, workers=..., workers_per_gpu=...)``, the run's backend's own
+    local cluster for its :class:`~tilelabel.resources.Work`. ``workers`` and
+    ``workers_per_gpu`` override a local kind's own. A local cluster started here is closed in
+    the background once the run is done (:func:`close_soon`).
     """
     if client is not None:
         yield client
@@ -102,10 +135,19 @@ def connect(
         local = _local_kind(kind)
         workers = workers or cluster.get("workers")
         workers_per_gpu = workers_per_gpu or cluster.get("workers_per_gpu")
-    with local(workers=workers, workers_per_gpu=workers_per_gpu) as started, Client(started) as c:
-        log.info(
-            "local dask cluster of %d workers, dashboard at %s",
-            len(c.nthreads()),
-            c.dashboard_link,
-        )
-        yield c
+    closed_before()
+    started = local(work, workers=workers, workers_per_gpu=workers_per_gpu)
+    try:
+        with Client(started) as c:
+            threads = c.nthreads()
+            if started.processes:
+                log.info(
+                    "local dask cluster of %d workers, dashboard at %s",
+                    len(threads),
+                    c.dashboard_link,
+                )
+            else:
+                log.info("labeling in this process, %d threads", sum(threads.values()))
+            yield c
+    finally:
+        close_soon(started)

@@ -36,9 +36,9 @@ from tilelabel.pipeline.finishing import Result, finish
 from tilelabel.pipeline.labeling import label
 from tilelabel.pipeline.local import Labeler
 from tilelabel.pipeline.merging import merge
-from tilelabel.pipeline.plan import plan_for_storage, plan_run
+from tilelabel.pipeline.plan import plan_run
 from tilelabel.pipeline.writing import write
-from tilelabel.resources import Fit, Resources, for_backend
+from tilelabel.resources import Fit, Resources, Work, for_backend
 from tilelabel.resources import keep as keep_mod
 from tilelabel.storage import (
     Output,
@@ -62,6 +62,8 @@ class Run:
     output: Output
     labeler: Labeler
     resources: Resources
+    #: what a cluster started for the run is sized to
+    work: Work
     #: statistics and size filter (None: labels only)
     stats: stats_mod.StatsOptions | None
     #: the intensity image's reader (statistics)
@@ -93,6 +95,7 @@ def label_zarr(
         scheduler=options.scheduler,
         cluster=options.cluster,
         local=run.resources.local_cluster,
+        work=run.work,
         workers=options.workers,
         workers_per_gpu=options.workers_per_gpu,
     ) as c:
@@ -126,8 +129,8 @@ def open_run(
     if client is None and o.scheduler is None and not remote:
         resources.check_here()  # before a local cluster starts for it
     output = open_output(volume, o.output, o.ome_labels, o.overwrite, o.storage_options)
-    if o.chunks is not None:  # a bad chunk size is refused before a cluster starts
-        plan_for_storage(volume.shape, volume.storage_chunks, o.chunks)
+    # a bad chunk size is refused here, before a cluster starts
+    work = Work.of(volume.shape, volume.storage_chunks, o.chunks, volume.array.dtype.itemsize)
     intensity = None
     if o.intensity is not None:
         if tuple(open_input(o.intensity, o.storage_options).shape) != volume.shape:
@@ -136,7 +139,7 @@ def open_run(
             )
         intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
     labeler = Labeler(backend=backend, connectivity=connectivity, algorithm=o.algorithm)
-    return Run(o, volume, output, labeler, resources, stats, intensity, progress, started)
+    return Run(o, volume, output, labeler, resources, work, stats, intensity, progress, started)
 
 
 def build_graph(run: Run, fit: Fit) -> graph_mod.MergeGraph:

@@ -5,7 +5,9 @@ of the pipeline knows which device it runs on:
 
 1. ``check_here()``: before a local cluster starts, a clear error where this process cannot run
    the backend (``cuda`` without a usable GPU);
-2. ``local_cluster(workers=, workers_per_gpu=)``: the cluster started for a run that has none;
+2. ``local_cluster(work, workers=, workers_per_gpu=)``: the cluster started for a run that has
+   none, sized to its :class:`Work`: in this process where the volume fits one process (or one
+   GPU) and no workers are asked for, so that a small run pays for no worker processes;
 3. ``fit(client, request)``: the run's plan on that cluster and what each worker may keep between
    the passes (:class:`Fit`): on GPUs, fitted to their free memory, giving up defaults that do
    not fit (:mod:`.gpu_memory`), with the GPU's compression of the output (:mod:`.turns`);
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from tilelabel.resources.fit import Fit, Request
+from tilelabel.resources.fit import Fit, Request, Work
 
 
 class Resources(Protocol):
@@ -27,7 +29,9 @@ class Resources(Protocol):
 
     def check_here(self) -> None: ...
 
-    def local_cluster(self, *, workers: int | None = None, workers_per_gpu: int | None = None): ...
+    def local_cluster(
+        self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
+    ): ...
 
     def fit(self, client, request: Request) -> Fit: ...
 
@@ -45,4 +49,4 @@ def for_backend(backend: str) -> Resources:
     return HostResources()
 
 
-__all__ = ["Fit", "Request", "Resources", "for_backend"]
+__all__ = ["Fit", "Request", "Resources", "Work", "for_backend"]

@@ -7,8 +7,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilelabel.dtypes import local_dtype
-from tilelabel.pipeline.plan import ChunkPlan
+from tilelabel.pipeline.plan import ChunkPlan, plan_for_storage
 from tilelabel.resources import keep
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a run's volume asks of a cluster started for it
+    (:meth:`~tilelabel.resources.Resources.local_cluster`)."""
+
+    voxels: int
+    #: bytes per input voxel
+    itemsize: int
+    #: the most chunks the run can have (its storage chunks, or its named chunks): no cluster
+    #: needs more worker threads than these
+    tiles: int
+
+    @classmethod
+    def of(cls, shape, storage, chunks, itemsize: int) -> Work:
+        """The work of a volume of ``shape`` stored in ``storage`` chunks, processed in
+        ``chunks`` (None: any whole number of storage chunks)."""
+        plan = plan_for_storage(shape, storage, chunks or storage)
+        return cls(math.prod(shape), itemsize, plan.nchunks)
+
+    def threads(self, most: int) -> int:
+        """Worker threads for this work where ``most`` are available: no more than its tiles."""
+        return max(1, min(most, self.tiles))
 
 
 @dataclass(frozen=True)

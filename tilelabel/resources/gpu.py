@@ -10,12 +10,14 @@ and a few writes at a time may compress their chunks on the GPU (:mod:`.turns`).
 
 from __future__ import annotations
 
+import os
 import threading
 
 from tilelabel.cluster.local import cluster_threads, worker_threads
+from tilelabel.cores import usable_cores
 from tilelabel.pipeline.plan import plan_for_run, plan_for_storage
 from tilelabel.resources import gpu_memory
-from tilelabel.resources.fit import Fit, Request
+from tilelabel.resources.fit import Fit, Request, Work
 from tilelabel.resources.turns import MIN_BATCH_TILES, TurnEncoder, turns
 from tilelabel.storage import Created, raw_chunks, raw_codec
 
@@ -55,19 +57,33 @@ def cluster_shape(
     return workers_per_gpu, threads_per_worker
 
 
-def memory_slots(device: str) -> int | None:
-    """How many worker threads of :data:`GPU_MEMORY_PER_WORKER` the device's free memory holds
-    now (NVML, no CUDA context; None where NVML cannot tell). Free, not total: a GPU shared with
-    other processes (a notebook's CuPy pool, another job) has only what they leave."""
+def free_memory(device: str) -> int | None:
+    """The device's free memory now (NVML, no CUDA context; None where NVML cannot tell). Free,
+    not total: a GPU shared with other processes (a notebook's CuPy pool, another job) has only
+    what they leave."""
     try:
         import pynvml
         from dask_cuda.utils import get_gpu_handle
 
         handle = get_gpu_handle(int(device) if device.isdigit() else device)
-        free = pynvml.nvmlDeviceGetMemoryInfo(handle).free
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).free)
     except Exception:  # NVML unusable here: the run's own memory check still applies
         return None
-    return max(1, free // GPU_MEMORY_PER_WORKER)
+
+
+def memory_slots(device: str) -> int | None:
+    """How many worker threads of :data:`GPU_MEMORY_PER_WORKER` the device's free memory holds
+    now (None where NVML cannot tell)."""
+    free = free_memory(device)
+    return None if free is None else max(1, free // GPU_MEMORY_PER_WORKER)
+
+
+def fits_one_gpu(work: Work, device: str) -> bool:
+    """Whether the device's free memory could hold ``work``'s whole volume twice over, input
+    and uint32 labels: a volume that one GPU's worker labels sooner than a cluster of worker
+    processes starts."""
+    free = free_memory(device)
+    return free is not None and 2 * work.voxels * (work.itemsize + 4) <= free
 
 
 def _warm_encoder_soon(codec: str) -> None:
@@ -92,10 +108,21 @@ class GPUResources:
 
         get_backend("cuda")  # a clear error where this process has no usable GPU
 
-    def local_cluster(self, *, workers: int | None = None, workers_per_gpu: int | None = None):
-        from tilelabel.cluster.gpus import cuda_cluster
+    def local_cluster(
+        self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
+    ):
+        """In this process, on its first GPU, where the volume fits that GPU and no workers are
+        asked for; else a local GPU cluster (:func:`tilelabel.cluster.gpus.cuda_cluster`), at
+        most one worker thread per tile."""
+        from tilelabel.cluster.gpus import cuda_cluster, visible_gpus
+        from tilelabel.cluster.local import in_process_cluster
 
-        return cuda_cluster(workers, workers_per_gpu)
+        if workers is None and workers_per_gpu is None:
+            device = (visible_gpus(os.environ) or visible_gpus({}))[0]
+            if fits_one_gpu(work, device):
+                cores = usable_cores()
+                return in_process_cluster(work.threads(min(cores, memory_slots(device) or cores)))
+        return cuda_cluster(workers, workers_per_gpu, most_threads=work.tiles)
 
     def fit(self, client, request: Request) -> Fit:
         """The first run that fits the GPUs (:func:`.gpu_memory.fit`), its encoder turns only
