@@ -72,7 +72,6 @@ from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 
 import tilelabel  # noqa: E402
 from tilelabel.cluster.gpus import cuda_cluster  # noqa: E402
-from tilelabel.cluster.local import cluster_threads  # noqa: E402
 from tilelabel.cores import usable_cores  # noqa: E402
 from tilelabel.kernels.backends import cuda_available  # noqa: E402
 from tilelabel.pipeline.plan import plan_for_run, plan_for_storage  # noqa: E402
@@ -306,7 +305,7 @@ def zarr_copy(src: str, dst: str, client: Client, backend: str, chunks) -> None:
     z = zarr.open_array(src)
     create_like(src, dst)
     target = GPU_TARGET if backend == "cuda" else CPU_TARGET
-    plan = plan_for_run(z.shape, storage_chunks(z), chunks, cluster_threads(client), target)
+    plan = plan_for_run(z.shape, storage_chunks(z), chunks, sum(client.nthreads().values()), target)
     slices = [plan.slices(i) for i in plan.indices()]
     n = len(slices)
     futures = client.map(_copy_chunk, [ZarrSource(src)] * n, [ZarrTarget(dst)] * n, slices)

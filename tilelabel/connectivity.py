@@ -8,7 +8,6 @@ scipy's structuring elements) is translated here.
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage
 
 #: Canonical connectivities per ndim, from the fewest neighbours to the most.
 CONNECTIVITIES: dict[int, tuple[int, ...]] = {2: (4, 8), 3: (6, 18, 26)}
@@ -27,9 +26,17 @@ def check_ndim(ndim: int) -> None:
         )
 
 
+def binary_structure(ndim: int, rank: int) -> np.ndarray:
+    """``scipy.ndimage.generate_binary_structure(ndim, rank)``: the 3^ndim cube's offsets of at
+    most ``rank`` orthogonal hops (computed here: importing scipy.ndimage costs a small run more
+    than labeling it)."""
+    hops = np.abs(np.indices((3,) * ndim) - 1).sum(axis=0)
+    return hops <= rank
+
+
 def _rank_to_neighbours(ndim: int, rank: int) -> int:
     """scikit-image style rank (max number of orthogonal hops) to a neighbour count."""
-    return int(ndimage.generate_binary_structure(ndim, rank).sum()) - 1
+    return int(binary_structure(ndim, rank).sum()) - 1
 
 
 def normalize(
@@ -66,7 +73,7 @@ def normalize(
             )
         s = s.astype(bool)
         for rank in range(1, ndim + 1):
-            if np.array_equal(s, ndimage.generate_binary_structure(ndim, rank)):
+            if np.array_equal(s, binary_structure(ndim, rank)):
                 from_struct = _rank_to_neighbours(ndim, rank)
                 break
         else:
@@ -91,7 +98,7 @@ def structure(ndim: int, connectivity: int) -> np.ndarray:
     """The scipy structuring element for a canonical connectivity (the test oracle uses it)."""
     for rank in range(1, ndim + 1):
         if _rank_to_neighbours(ndim, rank) == connectivity:
-            return ndimage.generate_binary_structure(ndim, rank)
+            return binary_structure(ndim, rank)
     raise ValueError(f"no {ndim}D structure has {connectivity} neighbours")
 
 

@@ -155,3 +155,25 @@ def test_rows_go_up_to_where_their_component_closes_and_back_down_complete():
     assert [r.tolist() for r in roots] == [[0], [0], [], [], [12, 14], [14]]
     # voxel counts of each border label's whole component
     assert [m["count"][:, 0].tolist() for m in merged] == [[5], [5], [], [], [1, 4], [4]]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_least_linked_is_the_least_node_of_each_component(seed):
+    """Against scipy's connected components: random graphs, chains visited in a random order
+    (the most rounds of hooking), self-loops, isolated nodes and no edges at all."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from tilelabel.pipeline.tree import least_linked
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 500))
+    cases = [rng.integers(0, n, (int(rng.integers(0, 2 * n)), 2)), np.empty((0, 2), np.int64)]
+    order = rng.permutation(n)
+    cases.append(np.stack([order[:-1], order[1:]], axis=1))
+    for ends in cases:
+        graph = coo_matrix((np.ones(len(ends)), (ends[:, 0], ends[:, 1])), shape=(n, n))
+        ncomp, comp = connected_components(graph, directed=False)
+        least = np.full(ncomp, n)
+        np.minimum.at(least, comp, np.arange(n))
+        np.testing.assert_array_equal(least_linked(n, ends), least[comp])

@@ -1,8 +1,10 @@
 """Getting a dask.distributed client: an existing one, a scheduler address, a ``cluster:``
-section, or a local cluster started for the run."""
+section, or a local cluster started for the run (one that needs a cluster: see
+:mod:`tilelabel.pipeline.executors`)."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -14,19 +16,6 @@ from distributed import Client, LocalCluster
 from tilelabel.cores import usable_cores
 
 log = logging.getLogger("tilelabel")
-
-
-def worker_threads(client: Client) -> dict[str, int]:
-    """Threads of each worker of the client's cluster (one round trip to the scheduler). Not
-    from ``scheduler_info()``, whose cached answer the client's periodic refresh may replace
-    with one that lists no workers."""
-    return dict(client.nthreads())
-
-
-def cluster_threads(threads: Client | dict[str, int]) -> int:
-    """Worker threads of a client's cluster (or of :func:`worker_threads`' answer)."""
-    threads = worker_threads(threads) if isinstance(threads, Client) else threads
-    return sum(threads.values()) or 1
 
 
 def quiet_logs() -> int:
@@ -47,23 +36,17 @@ def cpu_cluster(workers: int | None = None) -> LocalCluster:
     )
 
 
-def in_process_cluster(threads: int) -> LocalCluster:
-    """A scheduler and one worker of ``threads`` threads in this process: distributed's own
-    in-process cluster, started and stopped in milliseconds where worker processes take
-    seconds, with the chunks never leaving this process. The kernels release the GIL."""
-    return LocalCluster(
-        n_workers=1, threads_per_worker=threads, processes=False, silence_logs=quiet_logs()
-    )
-
-
 #: clusters of finished runs still closing (:func:`close_soon`)
 _closing: list[threading.Thread] = []
 
 
 def close_soon(cluster: Any) -> None:
     """Close ``cluster`` in the background: a run returns once its output is complete, not once
-    its workers have stopped. Should this process exit first, distributed ends its local
-    workers with it (each worker process watches its parent)."""
+    its workers have stopped. A process that exits normally waits for the close first; the
+    ``tilelabel`` command exits at once, and its workers end with it (each worker process
+    watches its parent)."""
+    if not _closing:
+        atexit.register(closed_before)  # runs before distributed's own exit handler
     thread = threading.Thread(target=cluster.close, name="tilelabel-close", daemon=True)
     thread.start()
     _closing.append(thread)
@@ -139,15 +122,11 @@ def connect(
     started = local(work, workers=workers, workers_per_gpu=workers_per_gpu)
     try:
         with Client(started) as c:
-            threads = c.nthreads()
-            if started.processes:
-                log.info(
-                    "local dask cluster of %d workers, dashboard at %s",
-                    len(threads),
-                    c.dashboard_link,
-                )
-            else:
-                log.info("labeling in this process, %d threads", sum(threads.values()))
+            log.info(
+                "local dask cluster of %d workers, dashboard at %s",
+                len(c.nthreads()),
+                c.dashboard_link,
+            )
             yield c
     finally:
         close_soon(started)

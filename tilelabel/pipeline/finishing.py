@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from distributed import Client
 
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.graph import MergeGraph
@@ -19,6 +18,7 @@ from tilelabel.pipeline.writing import attributes
 from tilelabel.storage import Created
 
 if TYPE_CHECKING:
+    from tilelabel.pipeline.executors import Executor
     from tilelabel.pipeline.run import Run
 
 log = logging.getLogger("tilelabel")
@@ -47,7 +47,7 @@ class Result:
 
 
 def finish(
-    run: Run, client: Client, graph: MergeGraph, passes: Passes, created: Created, count: int
+    run: Run, ex: Executor, graph: MergeGraph, passes: Passes, created: Created, count: int
 ) -> Result:
     """Mark the output complete and publish it; collect the statistics table if one is asked
     for (written to Parquet one slab of chunks at a time, or returned whole)."""
@@ -59,7 +59,7 @@ def finish(
     if passes.tables:
         stats = run.options.stats
         table = stats_mod.collect(
-            client,
+            ex.gather,
             passes.tables,
             list(graph.plan.indices()),
             stats_mod.columns(len(run.volume.shape), run.intensity is not None),

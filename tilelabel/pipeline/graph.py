@@ -18,9 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import dask.array as da
 import numpy as np
-from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from tilelabel.pipeline import borders, numbering, tree
@@ -84,8 +82,8 @@ class MergeGraph:
     summary_keys: dict[Index, tuple[Key, ...]]
     #: per chunk index, the key of its lookup table's spec
     spec_keys: dict[Index, Key]
-    #: a 0-d dask array: the number of components
-    count: da.Array
+    #: the key of the number of components
+    count_key: Key
     #: the graph layer that holds the specs (what a Delayed of any of them names)
     layer: str
     #: with a statistics table: per chunk index, the key of its rows of the table
@@ -97,8 +95,10 @@ class MergeGraph:
         """The key of task ``name`` (see :func:`task_key`)."""
         return task_key(self.token, name, index)
 
-    def delayed(self, key: Key) -> Delayed:
-        """A Delayed for any key of the graph, for computing it."""
+    def delayed(self, key: Key):
+        """A ``dask.delayed.Delayed`` for any key of the graph, for computing it."""
+        from dask.delayed import Delayed
+
         return Delayed(key, self.graph, layer=self.layer)
 
     @property
@@ -149,7 +149,7 @@ def build(
         token=t.token,
         summary_keys={i: tuple(t.key(p, i) for p in parts) for i in idxs},
         spec_keys={i: t.key("spec", i) for i in idxs},
-        count=da.Array(graph, count_name, (), dtype=np.int64),
+        count_key=(count_name,),
         layer=count_name,
         table_keys={i: t.key("table", i) for i in idxs} if stats and stats.table else {},
         slots=slots,

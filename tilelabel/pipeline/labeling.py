@@ -1,66 +1,42 @@
-"""Step 2 on the cluster: the labeling pass, with the merge submitted behind it.
+"""Step 2: the labeling pass, with the merge submitted behind it.
 
-Every chunk's summary is persisted (its faces, border keys and row counts stay on the worker that
-labeled it), and the merge's and the numbering's tasks are submitted at once after it, so that
-each runs as soon as its chunks are labeled: chunks are labeled in raster order of the grid, and
-every merge task that is ready runs before the chunks still to label (:mod:`.placement`).
+The run's graph goes to its executor at once (:meth:`~.executors.Executor.start`): every chunk
+is labeled, only its summary stays (its faces, border keys and row counts), and the merge's and
+the numbering's tasks run as soon as their chunks are labeled. Here the run waits until every
+chunk is labeled.
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import dask
-from distributed import Client, Future, futures_of
-
-from tilelabel.pipeline import placement, progress
 from tilelabel.pipeline.graph import MergeGraph
 
 if TYPE_CHECKING:
+    from tilelabel.pipeline.executors import Executor
     from tilelabel.pipeline.run import Run
 
 
 @dataclass
 class Passes:
-    """What the client holds of a run's submitted graph."""
+    """What the run holds of its submitted graph: futures of its executor."""
 
-    #: per chunk (raster order), its counts (and statistics), held until the count is known
-    summaries: list[Any]
-    #: per chunk, its counts: where its lookup spec is placed
+    #: per chunk (raster order), its counts: done once the chunk is labeled
     counts: list[Any]
     #: per chunk, its lookup spec; with a table, its rows of the table
-    specs: list[Future]
-    tables: list[Future]
+    specs: list[Any]
+    tables: list[Any]
     #: the component count
-    count: Future
+    count: Any
+    #: what else keeps the chunks' summaries alive until the count is known (a cluster's)
+    summaries: list[Any] = field(default_factory=list)
 
 
-def label(run: Run, client: Client, graph: MergeGraph) -> Passes:
+def label(run: Run, ex: Executor, graph: MergeGraph) -> Passes:
     """Submit the labeling pass and, behind it, the merge; wait for every chunk's summary."""
-    idxs = list(graph.plan.indices())
-    per = [graph.summary_keys[i] for i in idxs]  # borders, counts (, stats)
-    priority = functools.partial(placement.raster_priority, graph.plan.grid)
-    with dask.annotate(priority=priority):
-        persisted = client.persist(
-            [graph.delayed(key) for keys in per for key in keys], optimize_graph=False
-        )
-    # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
-    # optimizing them as separate collections would rename those shared keys
-    tables = [graph.delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
-    specs = [graph.delayed(graph.spec_keys[i]) for i in idxs]
-    *futures, count = client.compute([*tables, *specs, graph.count], optimize_graph=False)
-    # Each chunk's borders (its faces) are let go now that the merge's graph holds them: the
-    # scheduler frees them once the border pairs that read them are done, during the labeling
-    # pass, so that what waits on a worker does not grow with the volume. The release reaches
-    # the scheduler after the graph: one ordered stream, handled in order.
-    width = len(per[0])
-    summaries = [p for j, p in enumerate(persisted) if j % width]
-    counts = persisted[1::width]
-    del persisted
-    passes = Passes(summaries, counts, futures[len(tables) :], futures[: len(tables)], count)
+    passes = ex.start(graph)
     run.lap("starting")  # opening, planning, building and submitting the graph
-    progress.wait(client, futures_of(counts), "labeling", run.progress)
+    ex.wait(passes.counts, "labeling", run.progress)
     run.lap("labeling")
     return passes

@@ -50,7 +50,8 @@ def label_dask(
     out = np.dtype(np.uint32) if dtype == "uint32" else label_dtype(bound, dtype)
     how = f"{labeler.connectivity}-{labeler.backend}-{labeler.algorithm}"
     name = f"tilelabel-labels-{token}-{how}-{out}"
-    (total_key,) = graph.count.__dask_keys__()
+    count = da.Array(graph.graph, graph.layer, (), dtype=np.int64)
+    total_key = graph.count_key
     dsk = {
         (name, *idx): graph_mod.task(
             _relabel_checked,
@@ -63,8 +64,8 @@ def label_dask(
         for idx in plan.indices()
     }
     spec0 = graph.delayed(graph.spec_keys[(0,) * x.ndim])
-    hlg = HighLevelGraph.from_collections(name, dsk, dependencies=[x, spec0, graph.count])
-    return da.Array(hlg, name, plan.chunks, dtype=out), graph.count
+    hlg = HighLevelGraph.from_collections(name, dsk, dependencies=[x, spec0, count])
+    return da.Array(hlg, name, plan.chunks, dtype=out), count
 
 
 def regionprops_dask(

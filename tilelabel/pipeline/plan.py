@@ -189,9 +189,10 @@ def forward_steps(ndim: int) -> list[tuple[int, ...]]:
     return steps
 
 
-def plan_run(run, client) -> Fit:
-    """Step 1 of a run (:mod:`tilelabel.pipeline.run`): its chunks on the cluster of ``client``
-    and what each worker may keep besides them, as its backend's resources fit them."""
+def plan_run(run, ex) -> Fit:
+    """Step 1 of a run (:mod:`tilelabel.pipeline.run`): its chunks on its executor ``ex``
+    (:mod:`.executors`) and what each worker may keep besides them, as its backend's resources
+    fit them."""
     from tilelabel.resources import Request
 
     o, volume = run.options, run.volume
@@ -205,7 +206,7 @@ def plan_run(run, client) -> Fit:
         gpu_encode=o.gpu_encode,
         like=volume.array,
     )
-    fit = run.resources.fit(client, request)
+    fit = run.resources.fit(ex, request)
     log.info(
         "labeling %s %s in %d chunks of up to %s",
         volume.shape,

@@ -1,29 +1,25 @@
-"""Waiting for a phase's tasks, with a progress bar per phase on a terminal."""
+"""A progress bar per phase of a run, on a terminal (the executors count the chunks)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterator
+from typing import Any
 
-from distributed import Client, Future, as_completed
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
 
 
-def wait(client: Client, futures: Iterable[Future], desc: str, progress: bool) -> None:
-    """Wait for ``futures``, raising the first task's error with its traceback; with
-    ``progress``, a bar named ``desc`` counts them (one per chunk)."""
-    futures = list(futures)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+@contextlib.contextmanager
+def bar(total: int, desc: str, show: bool) -> Iterator[Any]:
+    """A bar named ``desc`` counting ``total`` chunks where ``show``, else one that shows
+    nothing; closed however the phase ends."""
+    if not show:
+        yield _NoBar()
+        return
+    from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(futures), desc=desc, unit="chunk", leave=True)
-    try:
-        for fut in as_completed(futures, loop=client.loop):
-            # a finished future's result stays on its worker: fetching it here would bring every
-            # chunk's borders and lookup specs into this process, one after the other
-            if fut.status != "finished":
-                fut.result()
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+    with tqdm(total=total, desc=desc, unit="chunk", leave=True) as b:
+        yield b

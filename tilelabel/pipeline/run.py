@@ -1,6 +1,8 @@
-"""zarr to zarr on a dask cluster: the run, phase by phase.
+"""zarr to zarr, in this process or on a dask cluster: the run, phase by phase.
 
-0. open: the input, the output's place and the options are checked before any cluster starts;
+0. open: the input, the output's place and the options are checked before any cluster starts,
+   and the run gets its executor: this process's threads where the volume fits one process,
+   else a dask cluster (:mod:`.executors`);
 1. plan: the processing chunks, and what each worker may keep on its device (:mod:`.plan`,
    through the backend's :mod:`tilelabel.resources`);
 2. label: every chunk is labeled; only its summary stays (:mod:`.labeling`, :mod:`.local`);
@@ -21,17 +23,17 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-from distributed import Client
 
 from tilelabel import connectivity as conn_mod
 from tilelabel.cluster import heap
-from tilelabel.cluster.local import connect
 from tilelabel.kernels.backends import resolve_backend
 from tilelabel.options import Options
 from tilelabel.pipeline import graph as graph_mod
 from tilelabel.pipeline import stats as stats_mod
+from tilelabel.pipeline.executors import Executor, open_executor
 from tilelabel.pipeline.finishing import Result, finish
 from tilelabel.pipeline.labeling import label
 from tilelabel.pipeline.local import Labeler
@@ -49,6 +51,9 @@ from tilelabel.storage import (
     open_output,
     open_volume,
 )
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 log = logging.getLogger("tilelabel")
 
@@ -90,22 +95,14 @@ def label_zarr(
 ) -> Result:
     """Label ``options.input`` into ``options.output`` (see :func:`tilelabel.label_zarr`)."""
     run = open_run(options, structure=structure, progress=progress, client=client)  # 0. open
-    with connect(
-        client=client,
-        scheduler=options.scheduler,
-        cluster=options.cluster,
-        local=run.resources.local_cluster,
-        work=run.work,
-        workers=options.workers,
-        workers_per_gpu=options.workers_per_gpu,
-    ) as c:
-        fit = plan_run(run, c)  # 1. plan
+    with open_executor(run, client) as ex:
+        fit = plan_run(run, ex)  # 1. plan
         graph = build_graph(run, fit)  # the tasks of steps 2 to 5
-        with kept_between_passes(c, graph):
-            passes = label(run, c, graph)  # 2. label, with 3-5 submitted behind it
-            count, holders = merge(run, c, graph, passes)  # 3-5. merge, resolve, number
-            created = write(run, c, graph, passes, fit, count, holders)  # 6. write
-        result = finish(run, c, graph, passes, created, count)  # 7. finish
+        with kept_between_passes(ex, graph):
+            passes = label(run, ex, graph)  # 2. label, with 3-5 submitted behind it
+            count, holders = merge(run, ex, graph, passes)  # 3-5. merge, resolve, number
+            created = write(run, ex, graph, passes, fit, count, holders)  # 6. write
+        result = finish(run, ex, graph, passes, created, count)  # 7. finish
     result.seconds = time.perf_counter() - run.started
     return result
 
@@ -160,14 +157,14 @@ def build_graph(run: Run, fit: Fit) -> graph_mod.MergeGraph:
 
 
 @contextlib.contextmanager
-def kept_between_passes(client: Client, graph: graph_mod.MergeGraph) -> Iterator[None]:
+def kept_between_passes(ex: Executor, graph: graph_mod.MergeGraph) -> Iterator[None]:
     """While the passes run; then what the workers kept of them is dropped, however the run
     ends, and how much of it the writing pass used is logged."""
     try:
         yield
     finally:
         if graph.keeping:
-            per_worker = list(client.run(keep_mod.drop, graph.token).values())
+            per_worker = list(ex.each(keep_mod.drop, graph.token).values())
             log.info(
                 "writing pass: %d of %d chunks from labels kept on the workers, %d from their "
                 "kept input",

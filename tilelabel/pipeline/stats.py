@@ -265,8 +265,9 @@ class ParquetSink:
         self._file.close()
 
 
-def collect(client, futures, idxs, names, path=None, frame=False, metadata=None):
-    """Gather the chunk tables one slab (first grid axis) at a time, in label order.
+def collect(gather, futures, idxs, names, path=None, frame=False, metadata=None):
+    """Gather the chunk tables one slab (first grid axis) at a time, in label order
+    (``gather``: the run's executor's, which fetches and lets go of a slab's futures).
 
     Writes them to Parquet at ``path`` (if given) and returns the whole table as a DataFrame (if
     ``frame``). Every label rooted in an earlier slab is smaller than every label rooted in a
@@ -280,9 +281,7 @@ def collect(client, futures, idxs, names, path=None, frame=False, metadata=None)
     parts = []
     try:
         for z in sorted(slabs):
-            part = concat(client.gather(slabs[z]), names)
-            for fut in slabs[z]:
-                fut.release()
+            part = concat(gather(slabs[z]), names)
             if sink is not None:
                 sink.write(part)
             if frame:

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from dask.sizeof import sizeof
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from tilelabel.pipeline.borders import POSITION_BITS, chunk_pairs, face_mask
 from tilelabel.pipeline.local import Borders, sizeof_fields
@@ -190,10 +188,31 @@ def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ordered[starts], order[starts], inverse
 
 
-def _smallest(comp: np.ndarray, ncomp: int, keys: np.ndarray) -> np.ndarray:
-    root = np.full(ncomp, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(root, comp, keys)
-    return root
+def least_linked(n: int, ends: np.ndarray) -> np.ndarray:
+    """For each of ``n`` nodes, the least node of its connected component under the edges
+    ``ends`` (shape (k, 2)).
+
+    Each round hooks the larger root of every edge between two trees under the smaller one
+    (the least such), then points every node at its root. A root never has a parent above
+    it, so each tree's root is its least node; every tree with an edge to another joins one,
+    so a component's trees at least halve each round. NumPy alone: importing scipy.sparse
+    costs a small run more than its merge does.
+    """
+    parent = np.arange(n)
+    a, b = ends[:, 0], ends[:, 1]
+    while True:
+        ra, rb = parent[a], parent[b]
+        apart = ra != rb
+        if not apart.any():
+            return parent
+        # an edge inside one tree stays there: only the others are looked at again
+        a, b, ra, rb = a[apart], b[apart], ra[apart], rb[apart]
+        np.minimum.at(parent, np.maximum(ra, rb), np.minimum(ra, rb))
+        while True:
+            grand = parent[parent]
+            if np.array_equal(grand, parent):
+                break
+            parent = grand
 
 
 def up(
@@ -228,15 +247,8 @@ def up(
         ends = _search(names, inner.reshape(-1)).reshape(-1, 2)
         if np.any(names[ends] != inner):
             raise RuntimeError("merge tree: a border pair names a label no child passed up")
-        ends = inverse[ends]
-        n = uniq.size
-        graph = coo_matrix(
-            (np.ones(len(ends), np.int8), (ends[:, 0], ends[:, 1])), shape=(n, n)
-        ).tocsr()
-        graph.data[:] = 1  # the pairs of two reps add up; only the edge matters
-        ncomp, comp = connected_components(graph, directed=False)
-        # the smallest key of the component: its first voxel within this box
-        joined = _smallest(comp, ncomp, uniq)[comp]
+        # the least rep of each component (reps are sorted): its first voxel within this box
+        joined = uniq[least_linked(uniq.size, inverse[ends])]
     keep = _on_outer_faces(names, faces, lo, hi, grid)
     outer = Part(names[keep], joined[inverse[keep]], faces[keep], pending)
     return Rows(uniq, {"root": joined}, child[first]), outer

@@ -1,5 +1,5 @@
-"""Step 6 on the cluster: the output is created once the count is known, and every chunk is
-relabeled and written (:func:`.relabel.write_chunk`).
+"""Step 6: the output is created once the count is known, and every chunk is relabeled and
+written (:func:`.relabel.write_chunk`).
 
 The writes are submitted as soon as the count is known, each to start when its chunk's lookup
 spec is ready, on the worker that kept the chunk's labels or input where one did. A write that
@@ -11,11 +11,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from distributed import Client
-
 from tilelabel._version import __version__
 from tilelabel.dtypes import label_dtype
-from tilelabel.pipeline import progress
 from tilelabel.pipeline.graph import MergeGraph
 from tilelabel.pipeline.labeling import Passes
 from tilelabel.pipeline.relabel import write_chunk
@@ -23,6 +20,7 @@ from tilelabel.resources import Fit
 from tilelabel.storage import Created, ZarrTarget
 
 if TYPE_CHECKING:
+    from tilelabel.pipeline.executors import Executor
     from tilelabel.pipeline.run import Run
 
 
@@ -43,7 +41,7 @@ def attributes(run: Run, count: int) -> dict:
 
 def write(
     run: Run,
-    client: Client,
+    ex: Executor,
     graph: MergeGraph,
     passes: Passes,
     fit: Fit,
@@ -63,7 +61,7 @@ def write(
     reader, tag = run.volume.reader(), uuid.uuid4().hex
     idxs = list(graph.plan.indices())
     writes = [
-        client.submit(
+        ex.submit(
             write_chunk,
             reader,
             spec,
@@ -74,15 +72,13 @@ def write(
             slot=graph.slots.get(idx),
             encoder=encoder,
             key=f"tilelabel-write-{tag}-{i}",
-            # where a worker kept the chunk, there (elsewhere it reads and labels it again)
-            workers=[holders[idx]] if idx in holders else None,
-            allow_other_workers=idx in holders,
+            where=holders.get(idx),
         )
         for i, (idx, spec) in enumerate(zip(idxs, passes.specs, strict=True))
     ]
     try:
-        progress.wait(client, writes, "writing", run.progress)
-        run.output.fill(client)
+        ex.wait(writes, "writing", run.progress)
+        run.output.fill(ex)
     except BaseException:
         run.output.remove()
         raise

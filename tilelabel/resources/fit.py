@@ -73,13 +73,14 @@ class Fit:
         keep_labels: int | None,
         keep_input: bool,
         turns: int | None = 0,
+        per_worker: int = 1,
     ) -> Fit:
-        """The run of ``plan`` on a cluster of ``threads`` worker threads, with the budgets
-        that ``keep_labels`` and ``keep_input`` give it (:mod:`.keep`)."""
+        """The run of ``plan`` on a cluster of ``threads`` worker threads, at most
+        ``per_worker`` in one worker, with the budgets that ``keep_labels`` and ``keep_input``
+        give it (:mod:`.keep`)."""
         voxels = chunk_voxels(plan)
-        labels = keep.label_budget(
-            keep_labels, voxels * label_bytes(plan, connectivity), plan.nchunks, threads
-        )
+        chunk = voxels * label_bytes(plan, connectivity)
+        labels = keep.label_budget(keep_labels, chunk, plan.nchunks, threads, per_worker)
         inputs = keep.INPUT_BYTES_PER_CHUNK_VOXEL * voxels if keep_input else 0
         return cls(plan, labels, inputs, turns)
 

@@ -1,11 +1,13 @@
 """The ``cuda`` backend's resources: GPU memory, encoder turns, and workers per GPU.
 
-A GPU labels a chunk in milliseconds while reading, decoding, encoding and writing its zarr
-chunks takes host threads; in one process per GPU those threads share one GIL and leave the GPU
-idle most of the time. So a local GPU cluster gets several single-threaded worker processes per
-GPU (:func:`cluster_shape`), every one of which may hold a chunk on the GPU at once; the run's
-plan is checked against the GPUs' free memory with all of them counted (:mod:`.gpu_memory`),
-and a few writes at a time may compress their chunks on the GPU (:mod:`.turns`).
+A volume that fits one GPU is labeled in this process, by as many threads as the GPU has room
+for (:meth:`GPUResources.in_process`). Larger volumes get a local GPU cluster: a GPU labels a
+chunk in milliseconds while reading, decoding, encoding and writing its zarr chunks takes host
+threads, which in one process share one GIL, so it gets several single-threaded worker
+processes per GPU (:func:`cluster_shape`). Every worker thread may hold a chunk on the GPU at
+once; the run's plan is checked against the GPUs' free memory with all of them counted
+(:mod:`.gpu_memory`), and a few writes at a time may compress their chunks on the GPU
+(:mod:`.turns`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 
-from tilelabel.cluster.local import cluster_threads, worker_threads
 from tilelabel.cores import usable_cores
 from tilelabel.pipeline.plan import plan_for_run, plan_for_storage
 from tilelabel.resources import gpu_memory
@@ -58,14 +59,18 @@ def cluster_shape(
 
 
 def free_memory(device: str) -> int | None:
-    """The device's free memory now (NVML, no CUDA context; None where NVML cannot tell). Free,
-    not total: a GPU shared with other processes (a notebook's CuPy pool, another job) has only
-    what they leave."""
+    """The free memory of ``device`` (an NVML index or UUID, as in ``CUDA_VISIBLE_DEVICES``)
+    now, through NVML without a CUDA context; None where NVML cannot tell. Free, not total: a
+    GPU shared with other processes (a notebook's CuPy pool, another job) has only what they
+    leave."""
     try:
         import pynvml
-        from dask_cuda.utils import get_gpu_handle
 
-        handle = get_gpu_handle(int(device) if device.isdigit() else device)
+        pynvml.nvmlInit()
+        if device.isdigit():
+            handle = pynvml.nvmlDeviceGetHandleByIndex(int(device))
+        else:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(device.encode())
         return int(pynvml.nvmlDeviceGetMemoryInfo(handle).free)
     except Exception:  # NVML unusable here: the run's own memory check still applies
         return None
@@ -78,15 +83,20 @@ def memory_slots(device: str) -> int | None:
     return None if free is None else max(1, free // GPU_MEMORY_PER_WORKER)
 
 
-def fits_one_gpu(work: Work, device: str) -> bool:
-    """Whether the device's free memory could hold ``work``'s whole volume twice over, input
-    and uint32 labels: a volume that one GPU's worker labels sooner than a cluster of worker
+def first_gpu() -> str:
+    """The GPU this process labels on: the first of ``CUDA_VISIBLE_DEVICES``, else GPU 0."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    return next((d for d in visible if d), "0")
+
+
+def fits_one_gpu(work: Work, free: int) -> bool:
+    """Whether ``free`` bytes of a GPU could hold ``work``'s whole volume twice over, input and
+    uint32 labels: a volume that one process labels on one GPU sooner than a cluster of worker
     processes starts."""
-    free = free_memory(device)
-    return free is not None and 2 * work.voxels * (work.itemsize + 4) <= free
+    return 2 * work.voxels * (work.itemsize + 4) <= free
 
 
-def _warm_encoder_soon(codec: str) -> None:
+def _warm_encoder_soon(codec: str, ndim: int) -> None:
     """Load the GPU encoder in a background thread of this worker while the labeling pass
     runs, so that no write holds a turn while the library loads (nothing where this process
     has it loaded already: each such thread makes and drops a stream and a codec of its own)."""
@@ -95,7 +105,9 @@ def _warm_encoder_soon(codec: str) -> None:
     encoder = get_backend("cuda").encoder
     if encoder.ready(codec):
         return
-    threading.Thread(target=encoder.warm, args=(codec,), daemon=True, name="tilelabel-warm").start()
+    threading.Thread(
+        target=encoder.warm, args=(codec, ndim), daemon=True, name="tilelabel-warm"
+    ).start()
 
 
 class GPUResources:
@@ -108,33 +120,40 @@ class GPUResources:
 
         get_backend("cuda")  # a clear error where this process has no usable GPU
 
+    def in_process(
+        self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
+    ) -> int | None:
+        """A thread per core, at most one per tile and per :data:`GPU_MEMORY_PER_WORKER` of
+        free memory, where the volume fits the first GPU (:func:`fits_one_gpu`) and no workers
+        are asked for."""
+        if workers is not None or workers_per_gpu is not None:
+            return None
+        free = free_memory(first_gpu())
+        if free is None or not fits_one_gpu(work, free):
+            return None
+        return work.threads(min(usable_cores(), max(1, free // GPU_MEMORY_PER_WORKER)))
+
     def local_cluster(
         self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
     ):
-        """In this process, on its first GPU, where the volume fits that GPU and no workers are
-        asked for; else a local GPU cluster (:func:`tilelabel.cluster.gpus.cuda_cluster`), at
-        most one worker thread per tile."""
-        from tilelabel.cluster.gpus import cuda_cluster, visible_gpus
-        from tilelabel.cluster.local import in_process_cluster
+        """A local GPU cluster (:func:`tilelabel.cluster.gpus.cuda_cluster`), at most one
+        worker thread per tile."""
+        from tilelabel.cluster.gpus import cuda_cluster
 
-        if workers is None and workers_per_gpu is None:
-            device = (visible_gpus(os.environ) or visible_gpus({}))[0]
-            if fits_one_gpu(work, device):
-                cores = usable_cores()
-                return in_process_cluster(work.threads(min(cores, memory_slots(device) or cores)))
         return cuda_cluster(workers, workers_per_gpu, most_threads=work.tiles)
 
-    def fit(self, client, request: Request) -> Fit:
+    def fit(self, ex, request: Request) -> Fit:
         """The first run that fits the GPUs (:func:`.gpu_memory.fit`), its encoder turns only
         where the output (made like the input) has chunks the GPU can compress; where it has
         turns, every worker starts loading the encoder now."""
         r = request
         shape, storage, chunks = r.shape, r.storage, r.chunks
+        threads = ex.threads()
+        ask = gpu_memory.asker(ex, threads, storage, r.connectivity)  # every worker has a GPU
         limit = turns(r.gpu_encode, plan_for_storage(shape, storage, storage).nchunks)
         codec = raw_codec(r.like) if limit != 0 else None
         limit = limit if codec is not None else 0
-        threads = worker_threads(client)
-        nthreads = cluster_threads(threads)
+        nthreads = sum(threads.values()) or 1
 
         def planned(encoding: bool, largest: int | None = None):
             # chunks the GPU compresses keep enough storage tiles to keep it busy
@@ -143,7 +162,7 @@ class GPUResources:
             return plan_for_run(shape, storage, chunks, nthreads, largest, min_tiles)
 
         fit = gpu_memory.fit(
-            ask=gpu_memory.asker(client, threads, storage, r.connectivity),
+            ask=ask,
             planned=planned,
             connectivity=r.connectivity,
             threads=nthreads,
@@ -152,9 +171,10 @@ class GPUResources:
             keep_input=r.keep_input,
             may_drop_encoder=r.gpu_encode is None,
             may_shrink=chunks is None,
+            per_worker=max(threads.values(), default=1),
         )
         if fit.turns != 0:
-            client.run(_warm_encoder_soon, codec)
+            ex.each(_warm_encoder_soon, codec, len(shape))
         return fit
 
     def encoder(self, fit: Fit, created: Created) -> TurnEncoder | None:

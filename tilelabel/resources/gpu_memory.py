@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from distributed import Client
 
 from tilelabel.dtypes import local_dtype
 from tilelabel.pipeline.plan import ChunkPlan
@@ -44,6 +43,7 @@ def fit(
     keep_input: bool,
     may_drop_encoder: bool,
     may_shrink: bool = False,
+    per_worker: int = 1,
 ) -> Fit:
     """The first run that fits, in the order of the module's docstring, or a ValueError that
     says why the last one tried does not.
@@ -57,7 +57,9 @@ def fit(
     why = problem = default = None  # why the defaults do not fit, without the advice
     for t, plan in _tries(planned, turns, may_drop_encoder, may_shrink):
         default = default or plan  # the first try's
-        run = Fit.of(plan, connectivity, threads, keep_labels, keep_input, turns=t)
+        run = Fit.of(
+            plan, connectivity, threads, keep_labels, keep_input, turns=t, per_worker=per_worker
+        )
         labels, bits = run.held(connectivity)
         problem_with = ask(run.plan, t)
         for kept in (labels, 0) if keep_labels is None and labels else (labels,):
@@ -107,16 +109,17 @@ def _tries(
 
 
 def asker(
-    client: Client, threads: dict[str, int], storage: tuple[int, ...], connectivity: int
+    ex, threads: dict[str, int], storage: tuple[int, ...], connectivity: int
 ) -> Callable[[ChunkPlan, int | None], Problem]:
-    """:func:`fit`'s ``ask`` for the cluster of ``client``: asks its workers about their GPUs,
-    after a clear error where a worker has no usable GPU at all.
+    """:func:`fit`'s ``ask`` for the workers of the executor ``ex``
+    (:mod:`tilelabel.pipeline.executors`): asks them about their GPUs, after a clear error
+    where a worker has no usable GPU at all.
 
-    ``threads``: per worker, its threads (:func:`tilelabel.cluster.worker_threads`).
+    ``threads``: per worker, its threads (``ex.threads()``).
     """
     from tilelabel.kernels.backends import BackendUnavailable, cuda_available
 
-    usable = client.run(cuda_available)
+    usable = ex.each(cuda_available)
     if not usable or not all(usable.values()):
         raise BackendUnavailable(
             "backend 'cuda' was requested but the cluster's workers have no usable GPU "
@@ -128,9 +131,7 @@ def asker(
         # the tries of one run share their blocks: each block is asked about once
         if (block, encode) not in reports:
             ldt = local_dtype(block, connectivity)
-            reports[block, encode] = client.run(
-                chunk_memory, block, ldt, connectivity, encode=encode
-            )
+            reports[block, encode] = ex.each(chunk_memory, block, ldt, connectivity, encode=encode)
         return reports[block, encode]
 
     def ask(plan: ChunkPlan, turns: int | None) -> Problem:
@@ -155,7 +156,7 @@ def chunk_memory(
 ) -> tuple[int, int, int, str]:
     """(bytes one chunk of ``block_shape`` needs on this worker's GPU, bytes free on the device
     now, bytes free in this process's own pool, the device's identity): run on each worker
-    (``client.run``), since several workers may share one GPU (same identity). ``encode``: the
+    (``Executor.each``), since several workers may share one GPU (same identity). ``encode``: the
     writing pass may compress the output on the GPU, counted only where it can."""
     from tilelabel.kernels.gpu import device_memory
 

@@ -22,21 +22,27 @@ from typing import Any
 INPUT_BYTES_PER_CHUNK_VOXEL = 4
 
 #: The default labels budget, in chunks (the run's largest chunk's local labels) per worker
-#: process, where the run has no more chunks than the cluster has worker threads (else none).
+#: thread, where the run has no more chunks than the cluster has worker threads (else none).
 #: Where each thread labels one chunk, keeping its labels adds nothing to a worker's peak, and the
-#: writing pass skips labeling those chunks again; where a worker labels several chunks, one
-#: chunk's labels more would raise its peak for no gain (benchmarks/README.md).
+#: writing pass skips labeling those chunks again; where a thread labels several chunks, one
+#: chunk's labels more would raise its worker's peak for no gain (benchmarks/README.md).
 DEFAULT_LABEL_CHUNKS = 1
 
 
 def label_budget(
-    keep_labels: int | None, chunk_label_bytes: int, chunks: int = 1, threads: int = 1
+    keep_labels: int | None,
+    chunk_label_bytes: int,
+    chunks: int = 1,
+    threads: int = 1,
+    per_worker: int = 1,
 ) -> int:
     """Bytes of labels a worker process may keep: ``keep_labels``, or where it is None (the
-    default) :data:`DEFAULT_LABEL_CHUNKS` chunks of ``chunk_label_bytes`` where the run's
-    ``chunks`` are no more than the cluster's worker ``threads``, else 0."""
+    default) :data:`DEFAULT_LABEL_CHUNKS` chunks of ``chunk_label_bytes`` for each of its
+    ``per_worker`` threads where the run's ``chunks`` are no more than the cluster's worker
+    ``threads``, else 0."""
     if keep_labels is None:
-        return DEFAULT_LABEL_CHUNKS * chunk_label_bytes if chunks <= threads else 0
+        chunk_bytes = DEFAULT_LABEL_CHUNKS * chunk_label_bytes
+        return per_worker * chunk_bytes if chunks <= threads else 0
     return int(keep_labels)
 
 

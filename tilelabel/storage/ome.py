@@ -17,6 +17,7 @@ image behind, and the level-0 array says ``complete: true`` only once it is.
 from __future__ import annotations
 
 import itertools
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,8 +245,9 @@ def _subsample(src_url, dst_url, slices, stride, storage_options) -> None:
     dst[slices] = src[read]
 
 
-def fill_levels(client, image: OmeImage, name: str, storage_options: dict | None = None) -> None:
-    """Fill the label image's lower levels from level 0, level by level, on the cluster."""
+def fill_levels(ex, image: OmeImage, name: str, storage_options: dict | None = None) -> None:
+    """Fill the label image's lower levels from level 0, level by level, on the run's executor
+    (:class:`tilelabel.pipeline.executors.Executor`)."""
     levels = _levels(image, storage_options)
     base = image.labels_url(name)
     for (prev, *_), (path, _, shape, stride) in itertools.pairwise(levels):
@@ -258,16 +260,20 @@ def fill_levels(client, image: OmeImage, name: str, storage_options: dict | None
             )
             for ix in np.ndindex(*grid)
         ]
-        futures = client.map(
-            _subsample,
-            [f"{base}/{prev}"] * len(blocks),
-            [f"{base}/{path}"] * len(blocks),
-            blocks,
-            stride=stride,
-            storage_options=storage_options,
-            pure=False,
-        )
-        client.gather(futures)  # raises the first failure
+        tag = uuid.uuid4().hex
+        futures = [
+            ex.submit(
+                _subsample,
+                f"{base}/{prev}",
+                f"{base}/{path}",
+                block,
+                key=f"tilelabel-subsample-{tag}-{i}",
+                stride=stride,
+                storage_options=storage_options,
+            )
+            for i, block in enumerate(blocks)
+        ]
+        ex.gather(futures)  # raises the first failure
 
 
 def publish_labels(image: OmeImage, name: str, storage_options: dict | None = None) -> list[str]:

@@ -69,8 +69,9 @@ class Created:
 class Output(Protocol):
     def create(self, dtype: np.dtype, attributes: dict[str, Any]) -> Created: ...
 
-    def fill(self, client) -> None:
-        """After the labels are written: anything made from them (an image's lower levels)."""
+    def fill(self, ex) -> None:
+        """After the labels are written: anything made from them (an image's lower levels), on
+        the run's executor."""
 
     def publish(self) -> None:
         """After the output is complete: what makes it visible to readers."""
@@ -100,7 +101,7 @@ class ArrayOutput:
         )
         return Created(array, arrays.normalize_url(self.url), ())
 
-    def fill(self, client) -> None:
+    def fill(self, ex) -> None:
         pass
 
     def publish(self) -> None:
@@ -129,8 +130,8 @@ class LabelImageOutput:
         )
         return Created(array, url, index)
 
-    def fill(self, client) -> None:
-        ome.fill_levels(client, self.image, self.name, self.storage_options)
+    def fill(self, ex) -> None:
+        ome.fill_levels(ex, self.image, self.name, self.storage_options)
 
     def publish(self) -> None:
         ome.publish_labels(self.image, self.name, self.storage_options)
