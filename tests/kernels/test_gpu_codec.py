@@ -108,3 +108,42 @@ def test_compressing_keeps_no_device_memory():
         # measured while the threads live, and with no synchronization: a worker's next run
         # checks its memory without one; the scratch of a batch is some 9 times its 27 MiB
         assert cp.cuda.Device().mem_info[0] >= before - (16 << 20)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32])
+def test_blocks_decode_on_the_gpu_as_zarr_reads_them(tmp_path, zarr_format, dtype):
+    """A block's stored zstd chunks, decoded by nvCOMP, equal zarr's read of the block: whole
+    and edge chunks, chunks never stored, any zstd level."""
+    import cupy as cp
+    import numcodecs
+    import zarr
+
+    from tilelabel.storage import ZarrSource
+
+    rng = np.random.default_rng(3)
+    img = (rng.random((45, 37, 50)) * 5).astype(dtype)
+    img[:16] = 0  # chunks zarr leaves unstored
+    kw = {"compressors": numcodecs.Zstd(level=9)} if zarr_format == 2 else {}
+    url = str(tmp_path / "in.zarr")
+    arr = zarr.create_array(
+        url,
+        shape=img.shape,
+        chunks=(16, 16, 24),
+        dtype=dtype,
+        zarr_format=zarr_format,
+        fill_value=0,
+        **kw,
+    )
+    arr[...] = img
+    decoder = get_backend("cuda").decoder
+    source = ZarrSource(url)
+    for block in [
+        (slice(0, 32), slice(0, 32), slice(0, 48)),
+        (slice(16, 45), slice(16, 37), slice(24, 50)),
+    ]:
+        raw = source.raw(block, decoder.available)
+        assert raw is not None and raw.shape == img[block].shape
+        got = decoder.decode_block(raw)
+        assert isinstance(got, cp.ndarray) and got.dtype == dtype
+        np.testing.assert_array_equal(cp.asnumpy(got), img[block])

@@ -184,3 +184,55 @@ def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):
         target.write_chunks((slice(4, 12), slice(0, 9), slice(0, 10)), {})
     with pytest.raises(ValueError, match="written through zarr"):
         ZarrTarget(target.url).write_chunks(slices, {})
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_raw_blocks_hold_the_stored_frames_of_their_chunks(tmp_path, zarr_format):
+    """A source hands over a block's stored chunks as they are (any zstd level), keyed by their
+    index in the block, unstored chunks left out; blocks off the chunk grid, and arrays whose
+    chunks are no single frame, are read through zarr instead (None)."""
+    import numcodecs
+
+    img = (np.random.default_rng(1).random((37, 29, 40)) < 0.3).astype(np.uint16)
+    img[:16] = 0
+    kw = {"compressors": numcodecs.Zstd(level=9)} if zarr_format == 2 else {}
+    url = str(tmp_path / "a.zarr")
+    arr = zarr.create_array(
+        url,
+        shape=img.shape,
+        chunks=(8, 8, 16),
+        dtype=img.dtype,
+        zarr_format=zarr_format,
+        fill_value=0,
+        **kw,
+    )
+    arr[...] = img
+    source = ZarrSource(url)
+    zstd = numcodecs.Zstd()
+    for block in [
+        (slice(0, 16), slice(0, 16), slice(0, 32)),
+        (slice(16, 37), slice(8, 29), slice(16, 40)),
+    ]:
+        raw = source.raw(block, lambda codec: codec == "zstd")
+        assert raw.layout.tile == (8, 8, 16) and raw.dtype == img.dtype
+        out = np.zeros(raw.shape, raw.dtype)
+        for idx, frame in raw.tiles.items():
+            tile = np.frombuffer(zstd.decode(frame), raw.dtype).reshape(raw.layout.tile)
+            where = tuple(
+                slice(i * t, min((i + 1) * t, n))
+                for i, t, n in zip(idx, raw.layout.tile, raw.shape, strict=True)
+            )
+            out[where] = tile[tuple(slice(0, w.stop - w.start) for w in where)]
+        np.testing.assert_array_equal(out, img[block])
+    assert source.raw(block, lambda codec: False) is None  # the device decodes no zstd
+    assert source.raw((slice(1, 9), slice(0, 8), slice(0, 16)), lambda codec: True) is None
+    blosc = zarr.create_array(
+        str(tmp_path / "b.zarr"),
+        shape=(8, 8),
+        chunks=(4, 4),
+        dtype="u1",
+        compressors=zarr.codecs.BloscCodec(),
+        zarr_format=3,
+    )
+    blosc[...] = 1
+    assert ZarrSource(str(tmp_path / "b.zarr")).raw((slice(0, 4), slice(0, 4)), bool) is None

@@ -41,9 +41,10 @@ class Encoder(Protocol):
         first (:meth:`warm` has finished in this process)."""
         ...
 
-    def warm(self, codec: str) -> None:
-        """Load what :meth:`encode_tiles` needs for ``codec`` ahead of its first call (a no-op
-        where it is not :meth:`available`)."""
+    def warm(self, codec: str, ndim: int = 3) -> None:
+        """Load and compile what :meth:`encode_tiles` needs for ``codec`` and blocks of
+        ``ndim`` dimensions ahead of its first call (a no-op where it is not
+        :meth:`available`)."""
         ...
 
     def encode_tiles(
@@ -56,10 +57,25 @@ class Encoder(Protocol):
         ...
 
 
+class Decoder(Protocol):
+    """Decodes input chunks on the backend's device (an optional capability of a backend): the
+    host reads a block's compressed storage chunks and the device does the rest."""
+
+    def available(self, codec: str) -> bool:
+        """Whether :meth:`decode_block` can decode ``codec`` (``"zstd"``) here."""
+        ...
+
+    def decode_block(self, raw: Any) -> Any:
+        """The block a :class:`tilelabel.storage.RawBlock` holds, as a device array."""
+        ...
+
+
 class Backend(Protocol):
     name: str
     #: compresses output chunks on the device; None: zarr compresses them on the host
     encoder: Encoder | None
+    #: decodes input chunks on the device; None: zarr decodes them on the host
+    decoder: Decoder | None
 
     def label(
         self, block: np.ndarray, connectivity: int, dtype: np.dtype, algorithm: str | None = None
@@ -120,7 +136,8 @@ def foreground(block: np.ndarray) -> np.ndarray:
 
 class CPUBackend:
     name = "cpu"
-    encoder = None  # zarr's own codec pool is the host's encoder
+    encoder = None  # zarr's own codec pool is the host's encoder and decoder
+    decoder = None
 
     def label(self, block, connectivity, dtype, algorithm=None):
         kernel = get_kernel("cpu", block.ndim, connectivity, algorithm)

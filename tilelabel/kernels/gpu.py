@@ -21,6 +21,7 @@ from tilelabel.kernels.gpu_compile import CTYPE
 
 __all__ = [
     "CUDABackend",
+    "CUDADecoder",
     "CUDAEncoder",
     "device_id",
     "device_memory",
@@ -159,11 +160,11 @@ class CUDAEncoder:
         return self.available(codec) and gpu_codec.WARM.is_set()
 
     @_on_thread_stream
-    def warm(self, codec: str) -> None:
+    def warm(self, codec: str, ndim: int = 3) -> None:
         from tilelabel.kernels import gpu_codec
 
         if self.available(codec):
-            gpu_codec.warm()
+            gpu_codec.warm(ndim)
 
     @_on_thread_stream
     def encode_tiles(self, labels, lut, tile, codec):
@@ -174,6 +175,24 @@ class CUDAEncoder:
         return gpu_codec.zstd_tiles(_lut_take(labels, lut), tuple(tile))
 
 
+class CUDADecoder:
+    """zstd storage chunks decoded on this thread's GPU through nvCOMP (:mod:`.gpu_codec`),
+    where nvCOMP is installed: the host reads the compressed bytes and nothing more."""
+
+    def available(self, codec: str) -> bool:
+        from tilelabel.kernels import gpu_codec
+
+        return codec == "zstd" and gpu_codec.available()
+
+    @_on_thread_stream
+    def decode_block(self, raw):
+        from tilelabel.kernels import gpu_codec
+
+        if not self.available(raw.layout.codec):
+            raise ValueError(f"the cuda backend cannot decode {raw.layout.codec!r} here")
+        return gpu_codec.zstd_block(raw.tiles, raw.layout.tile, raw.shape, raw.dtype)
+
+
 class CUDABackend:
     """The ``cuda`` backend: labels stay on the GPU; everything handed back is numpy."""
 
@@ -181,6 +200,7 @@ class CUDABackend:
 
     def __init__(self) -> None:
         self.encoder = CUDAEncoder()
+        self.decoder = CUDADecoder()
 
     @_on_thread_stream
     def label(self, block, connectivity, dtype, algorithm=None):

@@ -53,19 +53,16 @@ def _codec(stream):
 WARM = threading.Event()
 
 
-def warm() -> None:
-    """Make this thread's codec and run it once on a small tile. A process's first nvCOMP
-    batch also loads the library's kernels (up to seconds on a fresh node), which a caller
-    holding a shared encoder turn should not spend."""
+def warm(ndim: int = 3) -> None:
+    """Compress a small ``ndim``-dimensional block of uint32 labels, mapped through a lookup
+    table, as a write does (:func:`zstd_tiles`). A process's first batch loads nvCOMP's
+    kernels and compiles the mapping and tiling kernels (seconds on a fresh node), which a
+    caller holding a shared encoder turn, or a run's writing pass, should not spend."""
     import cupy as cp
-    from nvidia import nvcomp
 
-    stream = cp.cuda.get_current_stream()
-    tile = cp.arange(1 << 16, dtype=np.uint32).view(np.uint8)
-    codec = _codec(stream)
-    codec.encode(nvcomp.as_arrays([tile], stream.ptr))
-    del codec
-    stream.synchronize()
+    labels = cp.zeros((4,) * ndim, np.uint32)
+    labels[(0,) * ndim] = 1
+    zstd_tiles(cp.take(cp.arange(2, dtype=np.uint32), labels), (2,) * ndim)
     WARM.set()
 
 
@@ -127,4 +124,53 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     for idx, size in zip(indices, sizes, strict=True):
         out[idx] = view[start : start + size]
         start += size
+    return out
+
+
+def zstd_block(
+    tiles: dict[tuple[int, ...], bytes], tile: tuple[int, ...], shape: tuple[int, ...], dtype
+) -> Any:
+    """The device array of ``shape`` and ``dtype`` whose storage tiles of shape ``tile`` are
+    the zstd frames ``tiles`` (keyed by tile index within the block, as
+    :func:`zstd_tiles` makes them; a tile not given is all zero), decoded on the GPU. Edge
+    tiles hold a whole tile, of which the part inside the block is kept. Runs on the current
+    CuPy stream.
+
+    The frames go over in one copy and nvCOMP decodes them in one batch; a frame that does
+    not decode to a whole tile raises a ValueError."""
+    import cupy as cp
+    import cupyx
+    from nvidia import nvcomp
+
+    dtype = np.dtype(dtype)
+    out = cp.zeros(shape, dtype)
+    if not tiles:
+        return out
+    stream = cp.cuda.get_current_stream()
+    idxs = list(tiles)
+    frames = [np.frombuffer(tiles[i], np.uint8) for i in idxs]
+    sizes = [f.size for f in frames]
+    ends = np.cumsum(sizes)
+    host = cupyx.empty_pinned(int(ends[-1]), np.uint8)
+    for frame, end, size in zip(frames, ends, sizes, strict=True):
+        host[end - size : end] = frame
+    packed = cp.empty(host.shape, np.uint8)
+    packed.set(host, stream=stream)
+    parts = [packed[end - size : end] for end, size in zip(ends, sizes, strict=True)]
+    codec = _codec(stream)
+    decoded = codec.decode(nvcomp.as_arrays(parts, stream.ptr))
+    want = int(np.prod(tile)) * dtype.itemsize
+    for idx, part in zip(idxs, _items(decoded), strict=True):
+        flat = cp.asarray(part).view(np.uint8).ravel()
+        if flat.size != want:
+            raise ValueError(f"a zstd frame of tile {idx} holds {flat.size} bytes, not {want}")
+        where = tuple(
+            slice(i * t, min((i + 1) * t, n)) for i, t, n in zip(idx, tile, shape, strict=True)
+        )
+        inside = tuple(slice(0, w.stop - w.start) for w in where)
+        out[where] = flat.view(dtype).reshape(tile)[inside]
+    # the frames, the codec's scratch and its output go back to the device before this returns
+    # (and the page-locked frames to CuPy's pool only once their copy is done)
+    del decoded, parts, codec
+    stream.synchronize()
     return out

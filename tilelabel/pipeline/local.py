@@ -11,6 +11,7 @@ needs).
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from dask.sizeof import sizeof
 from tilelabel.dtypes import local_dtype, row_count_dtype
 from tilelabel.kernels.backends import Backend, get_backend
 from tilelabel.pipeline.plan import Chunk
+
+log = logging.getLogger("tilelabel")
 
 
 @dataclass(frozen=True)
@@ -95,11 +98,33 @@ for _cls in (Borders, Counts, Summary):
     sizeof.register(_cls)(sizeof_fields)
 
 
-def materialize(block: Any, slices: tuple[slice, ...]) -> np.ndarray:
-    """A task argument that is either the block itself or a reader to call inside the task."""
+def materialize(block: Any, slices: tuple[slice, ...], labeler: Labeler | None = None) -> Any:
+    """A task argument that is either the block itself or a reader to call inside the task.
+    Where ``labeler``'s backend decodes on its device and the reader hands over its compressed
+    chunks (a :class:`tilelabel.storage.ZarrSource`), they are decoded there: the block is then
+    a device array, and the host has only read bytes."""
     if isinstance(block, np.ndarray):
         return block
+    if labeler is not None:
+        on_device = _read_on_device(block, slices, get_backend(labeler.backend))
+        if on_device is not None:
+            return on_device
     return np.asarray(block(slices))
+
+
+def _read_on_device(reader: Any, slices: tuple[slice, ...], be: Backend) -> Any:
+    """The block decoded on ``be``'s device, or None where it cannot be."""
+    raw_of = getattr(reader, "raw", None)
+    if be.decoder is None or raw_of is None:
+        return None
+    raw = raw_of(slices, be.decoder.available)
+    if raw is None:
+        return None
+    try:
+        return be.decoder.decode_block(raw)
+    except Exception:  # a frame the device cannot decode: zarr reads it (and says if it is bad)
+        log.debug("chunks at %s decoded on the host instead", slices, exc_info=True)
+        return None
 
 
 def check_block(block: np.ndarray, where: str) -> None:
@@ -198,7 +223,7 @@ def summary_task(
     (:func:`materialize`)."""
     values = None if intensity is None else materialize(intensity, chunk.slices)
     return summarize(
-        materialize(block, chunk.slices),
+        materialize(block, chunk.slices, labeler),
         chunk=chunk,
         labeler=labeler,
         stats=stats,

@@ -62,7 +62,7 @@ def write_chunk(
     compressed storage chunks the target then stores as they are."""
     kept = None if slot is None else keep.take(slot)
     if kept is None:
-        block = materialize(block, chunk.slices)
+        block = materialize(block, chunk.slices, labeler)
     be, labels = labels_again(block, spec, labeler=labeler, kept=kept)
     lut = build_lut(spec, dtype)
     tiles = None if encoder is None else encoder.encode(be, labels, lut)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,11 +124,12 @@ class RawChunks:
 RAW_ZSTD_MAX_LEVEL = 3
 
 
-def raw_codec(arr: zarr.Array) -> str | None:
+def raw_codec(arr: zarr.Array, decoding: bool = False) -> str | None:
     """The device codec of ``arr``'s compression ("zstd"), or None where no device encoder
     stands in for it (sharded, another codec or several, a zstd level above
     :data:`RAW_ZSTD_MAX_LEVEL` or with checksums, a big-endian host). An output made like
-    ``arr`` (:func:`create_output`, an OME label image) takes just these from it."""
+    ``arr`` (:func:`create_output`, an OME label image) takes just these from it. For
+    ``decoding`` the level does not matter: every level decodes alike."""
     import sys
 
     if sys.byteorder != "little" or arr.shards or len(arr.compressors) != 1:
@@ -136,12 +138,14 @@ def raw_codec(arr: zarr.Array) -> str | None:
     # zarr v3's ZstdCodec and numcodecs' Zstd (zarr v2) both carry level and checksum
     if type(comp).__name__ not in ("ZstdCodec", "Zstd"):
         return None
-    if getattr(comp, "checksum", False) or int(comp.level) > RAW_ZSTD_MAX_LEVEL:
+    if getattr(comp, "checksum", False):
+        return None
+    if not decoding and int(comp.level) > RAW_ZSTD_MAX_LEVEL:
         return None
     return "zstd"
 
 
-def raw_chunks(arr: zarr.Array, lead: int = 0) -> RawChunks | None:
+def raw_chunks(arr: zarr.Array, lead: int = 0, decoding: bool = False) -> RawChunks | None:
     """The :class:`RawChunks` layout of ``arr``'s last axes, past its first ``lead`` (an OME
     label image's t/c axes, where each chunk holds one position: its bytes are then those of
     its spatial tile), or None when its chunks are anything else (more than one position
@@ -159,8 +163,31 @@ def raw_chunks(arr: zarr.Array, lead: int = 0) -> RawChunks | None:
             return None
     elif getattr(arr, "order", "C") != "C":
         return None
-    codec = raw_codec(arr)
+    codec = raw_codec(arr, decoding)
     return None if codec is None else RawChunks(codec, tuple(int(c) for c in arr.chunks[lead:]))
+
+
+@dataclass(frozen=True)
+class RawBlock:
+    """A block of an array as its compressed storage chunks (layout ``layout``, see
+    :class:`RawChunks`), for a device to decode: ``tiles`` maps each stored chunk's index within
+    the block to its bytes (a uint8 array); chunks not stored are all zero. ``shape``: the
+    block's."""
+
+    layout: RawChunks
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    tiles: dict[tuple[int, ...], np.ndarray]
+
+
+def _tile_origin(slices: tuple[slice, ...], tile: tuple[int, ...]) -> list[int] | None:
+    """The chunk index of a block's first chunk, or None where it does not start on one."""
+    first = []
+    for s, t in zip(slices, tile, strict=True):
+        if s.start % t:
+            return None
+        first.append(s.start // t)
+    return first
 
 
 @dataclass(frozen=True)
@@ -182,6 +209,33 @@ class ZarrSource:
             return loops.run_here(loops.read(self.url, selection))
         arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
         return np.asarray(arr[selection])
+
+    def raw(self, slices: tuple[slice, ...], decodes: Callable[[str], bool]) -> RawBlock | None:
+        """The block at ``slices`` as its compressed chunks, read as stored, where the array's
+        chunks are single frames of a codec that ``decodes`` (:func:`raw_chunks`) and the
+        block starts on a chunk; else None (read it through zarr: call this source)."""
+        arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
+        layout = raw_chunks(arr, len(self.index), decoding=True)
+        if layout is None or not decodes(layout.codec):
+            return None
+        first = _tile_origin(slices, layout.tile)
+        if first is None:
+            return None
+        shape = tuple(s.stop - s.start for s in slices)
+        grid = [-(-n // t) for n, t in zip(shape, layout.tile, strict=True)]
+        idxs = list(np.ndindex(*grid))
+        coords = [
+            self.index + tuple(f + i for f, i in zip(first, idx, strict=True)) for idx in idxs
+        ]
+        coro = loops.get_chunks(arr.store_path, arr.metadata.encode_chunk_key, coords)
+        if loops.here(self.url):
+            found = loops.run_here(coro)
+        else:
+            from zarr.core.sync import sync
+
+            found = sync(coro)
+        tiles = {idx: data for idx, data in zip(idxs, found, strict=True) if data is not None}
+        return RawBlock(layout, np.dtype(arr.dtype), shape, tiles)
 
 
 @dataclass(frozen=True)
@@ -213,11 +267,9 @@ class ZarrTarget:
         if self.raw is None:
             raise ValueError(f"{self.url}: chunks of this array are written through zarr")
         tile = self.raw.tile
-        first = []
-        for s, t in zip(slices, tile, strict=True):
-            if s.start % t:
-                raise ValueError(f"block {slices} does not start on a chunk of {tile}")
-            first.append(s.start // t)
+        first = _tile_origin(slices, tile)
+        if first is None:
+            raise ValueError(f"block {slices} does not start on a chunk of {tile}")
         arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
         items = [
             (self.index + tuple(f + i for f, i in zip(first, idx, strict=True)), data)

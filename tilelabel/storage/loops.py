@@ -106,3 +106,13 @@ async def put_chunks(store_path, encode_key, items) -> None:
     await asyncio.gather(
         *((store_path / encode_key(coords)).set(make(bytes(data))) for coords, data in items)
     )
+
+
+async def get_chunks(store_path, encode_key, coords) -> list[np.ndarray | None]:
+    """The stored bytes of the chunk at each of ``coords``, as uint8 arrays (None: not
+    stored)."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    proto = default_buffer_prototype()
+    found = await asyncio.gather(*((store_path / encode_key(c)).get(proto) for c in coords))
+    return [None if b is None else b.as_numpy_array() for b in found]
