@@ -41,10 +41,9 @@ class Encoder(Protocol):
         first (:meth:`warm` has finished in this process)."""
         ...
 
-    def warm(self, codec: str, ndim: int = 3) -> None:
-        """Load and compile what :meth:`encode_tiles` needs for ``codec`` and blocks of
-        ``ndim`` dimensions ahead of its first call (a no-op where it is not
-        :meth:`available`)."""
+    def warm(self, codec: str) -> None:
+        """Load what :meth:`encode_tiles` needs for ``codec`` ahead of its first call (a no-op
+        where it is not :meth:`available`)."""
         ...
 
     def encode_tiles(

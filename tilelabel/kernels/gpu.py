@@ -160,11 +160,11 @@ class CUDAEncoder:
         return self.available(codec) and gpu_codec.WARM.is_set()
 
     @_on_thread_stream
-    def warm(self, codec: str, ndim: int = 3) -> None:
+    def warm(self, codec: str) -> None:
         from tilelabel.kernels import gpu_codec
 
         if self.available(codec):
-            gpu_codec.warm(ndim)
+            gpu_codec.warm()
 
     @_on_thread_stream
     def encode_tiles(self, labels, lut, tile, codec):
@@ -291,6 +291,10 @@ class CUDABackend:
 #: the frames and its scratch (``benchmarks/gpu_encode.py`` measures it)
 _ENCODE_BYTES = 9
 
+#: input bytes per voxel beside the assembled block while it is decoded: the frames, at most
+#: the block's size, and nvCOMP's decoded tiles (:func:`.gpu_codec.zstd_block`)
+_DECODE_BYTES = 2
+
 
 def device_memory(
     block_shape: tuple[int, ...], dtype, connectivity: int, encode: bool = False
@@ -303,19 +307,26 @@ def device_memory(
 
     Peak: the input (and its 0/1 copy), the labels, the relabeled output, the scan words, and
     per possible label its first-voxel index and LUT entry; a quarter more for pool slack.
-    ``encode``: the writing pass may compress the output on the device
-    (:meth:`CUDAEncoder.encode_tiles`), counted only where it can (nvCOMP is installed).
+    Where nvCOMP is installed, the input's frames and nvCOMP's tiles beside it while it is
+    decoded (:class:`CUDADecoder`). ``encode``: the writing pass may compress the output on
+    the device (:meth:`CUDAEncoder.encode_tiles`), counted only where it can.
     """
     import cupy as cp
 
     from tilelabel.connectivity import max_components
+    from tilelabel.kernels import gpu_codec
 
     encode = encode and CUDAEncoder().available("zstd")
+    decode = gpu_codec.available()
+    if decode:  # the decoder's code on the device is not free for the run
+        with thread_stream():
+            gpu_codec.warm_decoder()
     voxels = int(np.prod(block_shape, dtype=np.int64))
     item = np.dtype(dtype).itemsize
     labels = max_components(tuple(block_shape), int(connectivity))
     out_copies = 2 + _ENCODE_BYTES if encode else 2
-    need = voxels * (2 + out_copies * item) + voxels // 32 * (4 + item)
+    inputs = 2 + (_DECODE_BYTES if decode else 0)
+    need = voxels * (inputs + out_copies * item) + voxels // 32 * (4 + item)
     need += labels * (8 + item)
     free, _ = cp.cuda.Device().mem_info
     return (

@@ -53,17 +53,31 @@ def _codec(stream):
 WARM = threading.Event()
 
 
-def warm(ndim: int = 3) -> None:
-    """Compress a small ``ndim``-dimensional block of uint32 labels, mapped through a lookup
-    table, as a write does (:func:`zstd_tiles`). A process's first batch loads nvCOMP's
-    kernels and compiles the mapping and tiling kernels (seconds on a fresh node), which a
-    caller holding a shared encoder turn, or a run's writing pass, should not spend."""
+def warm() -> None:
+    """Make this thread's codec and run it once on a small tile. A process's first nvCOMP
+    batch also loads the library's kernels (up to seconds on a fresh node), which a caller
+    holding a shared encoder turn should not spend."""
     import cupy as cp
+    from nvidia import nvcomp
 
-    labels = cp.zeros((4,) * ndim, np.uint32)
-    labels[(0,) * ndim] = 1
-    zstd_tiles(cp.take(cp.arange(2, dtype=np.uint32), labels), (2,) * ndim)
+    stream = cp.cuda.get_current_stream()
+    tile = cp.arange(1 << 16, dtype=np.uint32).view(np.uint8)
+    codec = _codec(stream)
+    codec.encode(nvcomp.as_arrays([tile], stream.ptr))
+    del codec
+    stream.synchronize()
     WARM.set()
+
+
+@functools.cache
+def warm_decoder() -> None:
+    """Decode one small frame, so that this process has loaded nvCOMP's decoder (its kernels
+    take device memory for good): a run that decodes its input on the GPU asks for the free
+    memory after this (:func:`tilelabel.kernels.gpu.device_memory`)."""
+    import numcodecs
+
+    frame = np.frombuffer(numcodecs.Zstd().encode(np.ones(64, np.uint8)), np.uint8)
+    zstd_block({(0,): frame}, (64,), (64,), np.uint8)
 
 
 def _items(batch) -> list:

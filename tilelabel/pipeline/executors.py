@@ -10,7 +10,8 @@ an :class:`Executor` for the same few things whichever it is:
 - ``holders(graph, passes)``: per chunk, the worker that kept it for the writing pass;
 - ``submit(fn, *args, key=..., where=..., **kwargs)``: one task (a unique ``key``), run once
   its future arguments are done, on the worker ``where`` if it still runs;
-- ``wait(futures, desc, progress)``, ``result(future)``, ``gather(futures)``.
+- ``wait(futures, desc, show)`` (a progress bar where ``show``), ``result(future)``,
+  ``gather(futures)``.
 
 A volume that one process can label runs on :class:`ThreadExecutor`: dask's threaded
 scheduler over the same graph and the same task functions in this process, with no scheduler,

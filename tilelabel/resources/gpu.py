@@ -96,7 +96,7 @@ def fits_one_gpu(work: Work, free: int) -> bool:
     return 2 * work.voxels * (work.itemsize + 4) <= free
 
 
-def _warm_encoder_soon(codec: str, ndim: int) -> None:
+def _warm_encoder_soon(codec: str) -> None:
     """Load the GPU encoder in a background thread of this worker while the labeling pass
     runs, so that no write holds a turn while the library loads (nothing where this process
     has it loaded already: each such thread makes and drops a stream and a codec of its own)."""
@@ -105,9 +105,7 @@ def _warm_encoder_soon(codec: str, ndim: int) -> None:
     encoder = get_backend("cuda").encoder
     if encoder.ready(codec):
         return
-    threading.Thread(
-        target=encoder.warm, args=(codec, ndim), daemon=True, name="tilelabel-warm"
-    ).start()
+    threading.Thread(target=encoder.warm, args=(codec,), daemon=True, name="tilelabel-warm").start()
 
 
 class GPUResources:
@@ -174,7 +172,7 @@ class GPUResources:
             per_worker=max(threads.values(), default=1),
         )
         if fit.turns != 0:
-            ex.each(_warm_encoder_soon, codec, len(shape))
+            ex.each(_warm_encoder_soon, codec)
         return fit
 
     def encoder(self, fit: Fit, created: Created) -> TurnEncoder | None:
