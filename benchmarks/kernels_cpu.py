@@ -1,8 +1,10 @@
-"""CPU kernels vs scipy.ndimage.label and cc3d, one thread, 3D 26-connectivity.
+"""CPU kernels vs scipy.ndimage.label and cc3d, one thread, any connectivity (default 3D 26).
 
 Usage::
 
     python benchmarks/kernels_cpu.py                      # 512^3, d 0.05/0.2/0.5, g 1/4
+    python benchmarks/kernels_cpu.py --connectivity 6     # face connectivity, every algorithm
+    python benchmarks/kernels_cpu.py --ndim 2 --connectivity 4 --size 11586   # 512^3 pixels
     python benchmarks/kernels_cpu.py --size 128 --repeat 2 --out /tmp/k
 
 Every method runs once untimed on each volume (warm-up: numba loads its cache) and that result is
@@ -35,8 +37,8 @@ from scipy import ndimage  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tilelabel.connectivity import structure  # noqa: E402
-from tilelabel.kernels.registry import get_kernel  # noqa: E402
+from tilelabel.connectivity import full_connectivity, structure  # noqa: E402
+from tilelabel.kernels.registry import algorithms, get_kernel  # noqa: E402
 from tilelabel.synth import random_volume  # noqa: E402
 
 
@@ -51,27 +53,30 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def methods(algorithms: list[str], dtype: np.dtype) -> dict:
+def methods(algorithms: list[str], dtype: np.dtype, ndim: int, conn: int) -> dict:
     """name -> callable(image) -> (labels, n); every one single-threaded."""
     import cc3d
 
-    struct = structure(3, 26)
+    struct = structure(ndim, conn)
     out = {}
     for alg in algorithms:
-        kernel = get_kernel("cpu", 3, 26, alg)
+        kernel = get_kernel("cpu", ndim, conn, alg)
         out[f"tilelabel {alg}"] = lambda img, k=kernel: k(img, dtype)
     # cc3d runs on one thread (it has no threading option); its own dtype choice is uint32 here.
-    out["cc3d"] = lambda img: cc3d.connected_components(img, connectivity=26, return_N=True)
+    out["cc3d"] = lambda img: cc3d.connected_components(img, connectivity=conn, return_N=True)
     out["scipy"] = lambda img: ndimage.label(img, struct)
     return out
 
 
-def run(size: int, repeat: int, densities, granularities, algorithms, dtype) -> list[dict]:
+def run(
+    size: int, repeat: int, densities, granularities, algorithms, dtype, ndim, conn, time_scipy
+) -> list[dict]:
+    """Check every method against scipy on each volume, then time ``repeat`` interleaved rounds."""
     rows = []
     for density in densities:
         for granularity in granularities:
-            img = random_volume((size,) * 3, density, granularity, seed=0)
-            fns = methods(algorithms, dtype)
+            img = random_volume((size,) * ndim, density, granularity, seed=0)
+            fns = methods(algorithms, dtype, ndim, conn)
             # Warm-up round: numba loads its cache, and every result is checked against scipy's.
             expected, exp_n = fns["scipy"](img)
             info = {}
@@ -87,6 +92,8 @@ def run(size: int, repeat: int, densities, granularities, algorithms, dtype) -> 
             del expected
             # Timed rounds interleave the methods, so that drifts of a shared machine spread
             # over all of them instead of landing on one.
+            if not time_scipy:
+                del fns["scipy"]
             times = {name: [] for name in fns}
             for _ in range(repeat):
                 for name, fn in fns.items():
@@ -99,6 +106,8 @@ def run(size: int, repeat: int, densities, granularities, algorithms, dtype) -> 
                 rows.append(
                     {
                         "size": size,
+                        "ndim": ndim,
+                        "connectivity": conn,
                         "density": density,
                         "granularity": granularity,
                         "method": name,
@@ -111,25 +120,30 @@ def run(size: int, repeat: int, densities, granularities, algorithms, dtype) -> 
                         "mvox_s": img.size / med / 1e6,
                     }
                 )
-                print(f"  d={density} g={granularity} {name:16s} {med:8.3f} s", flush=True)
+                print(
+                    f"  d={density} g={granularity} {name:16s} {med:8.3f} s "
+                    f"(min {min(times[name]):.3f})",
+                    flush=True,
+                )
     return rows
 
 
 def table(rows: list[dict]) -> str:
     """Markdown table: one line per volume and method, speedups against cc3d and scipy."""
     lines = [
-        "| d | g | method | labels | median s | min s | MVox/s | vs cc3d | vs scipy |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| conn | d | g | method | labels | median s | min s | MVox/s | vs cc3d | vs scipy |",
+        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     keys = sorted({(r["density"], r["granularity"]) for r in rows})
     for d, g in keys:
         group = [r for r in rows if (r["density"], r["granularity"]) == (d, g)]
         ref = {r["method"]: r["median_s"] for r in group}
         for r in group:
+            vs_scipy = f"{ref['scipy'] / r['median_s']:.2f}x" if "scipy" in ref else "-"
             lines.append(
-                f"| {d} | {g} | {r['method']} | {r['n']} | {r['median_s']:.3f} | "
-                f"{r['min_s']:.3f} | {r['mvox_s']:.1f} | {ref['cc3d'] / r['median_s']:.2f}x | "
-                f"{ref['scipy'] / r['median_s']:.2f}x |"
+                f"| {r['connectivity']} | {d} | {g} | {r['method']} | {r['n']} | "
+                f"{r['median_s']:.3f} | {r['min_s']:.3f} | {r['mvox_s']:.1f} | "
+                f"{ref['cc3d'] / r['median_s']:.2f}x | {vs_scipy} |"
             )
     return "\n".join(lines)
 
@@ -141,7 +155,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeat", type=int, default=3, help="timed runs per method (3)")
     p.add_argument("--densities", type=float, nargs="+", default=[0.05, 0.2, 0.5])
     p.add_argument("--granularities", type=int, nargs="+", default=[1, 4])
-    p.add_argument("--algorithms", nargs="+", default=["bke", "buf", "uf"])
+    p.add_argument("--ndim", type=int, default=3, choices=[2, 3], help="2D or 3D volumes (3)")
+    p.add_argument(
+        "--connectivity", type=int, default=None, help="4/8 (2D), 6/18/26 (3D); default full"
+    )
+    p.add_argument("--algorithms", nargs="+", help="default: every registered one")
+    p.add_argument(
+        "--no-scipy-timing",
+        dest="time_scipy",
+        action="store_false",
+        help="check against scipy but do not time it (it is the slowest by far)",
+    )
     p.add_argument("--dtype", default="uint32", choices=["uint32", "uint64"])
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args(argv)
@@ -151,6 +175,9 @@ def main(argv: list[str] | None = None) -> None:
     import scipy
 
     dtype = np.dtype(args.dtype)
+    conn = args.connectivity or full_connectivity(args.ndim)
+    if args.algorithms is None:
+        args.algorithms = algorithms("cpu", args.ndim, conn)
     date = datetime.datetime.now().astimezone()
     machine = {
         "cpu": cpu_model(),
@@ -162,8 +189,19 @@ def main(argv: list[str] | None = None) -> None:
         "scipy": scipy.__version__,
         "cc3d": getattr(cc3d, "__version__", "unknown"),
     }
-    print(f"{args.size}^3, {machine['cpu']}, numba threads {machine['numba_threads']}", flush=True)
-    rows = run(args.size, args.repeat, args.densities, args.granularities, args.algorithms, dtype)
+    edge = f"{args.size}^{args.ndim}"
+    print(f"{edge}, {machine['cpu']}, numba threads {machine['numba_threads']}", flush=True)
+    rows = run(
+        args.size,
+        args.repeat,
+        args.densities,
+        args.granularities,
+        args.algorithms,
+        dtype,
+        args.ndim,
+        conn,
+        args.time_scipy,
+    )
     md = table(rows)
     print(md)
     out = Path(args.out)
@@ -171,8 +209,9 @@ def main(argv: list[str] | None = None) -> None:
     payload = {"date": date.isoformat(), "machine": machine, "args": vars(args), "rows": rows}
     (out / "kernels_cpu.json").write_text(json.dumps(payload, indent=1))
     (out / "kernels_cpu.md").write_text(
-        f"{args.size}^3, CPU {machine['cpu']} ({machine['logical_cpus']} logical CPUs), one "
-        f"thread, {date:%Y-%m-%d}, tilelabel output {dtype}; median of {args.repeat} rounds.\n\n"
+        f"{edge}, {conn}-connectivity, CPU {machine['cpu']} ({machine['logical_cpus']} logical "
+        f"CPUs), one thread, {date:%Y-%m-%d}, tilelabel output {dtype}; median of "
+        f"{args.repeat} rounds.\n\n"
         f"{md}\n"
     )
 

@@ -7,6 +7,7 @@ labels written once at the device-to-device copy bandwidth measured in this run)
 each step ("average with steps").
 
     python benchmarks/kernels_gpu.py [--quick] [--only 3d1024] [--out DIR]
+    python benchmarks/kernels_gpu.py --conns 6,18,4 --algs uf,ke,seg   # face connectivities
     python benchmarks/kernels_gpu.py --table JSON   # Markdown tables from a run's JSON
 
 Writes ``kernels_gpu.json`` and ``kernels_gpu.md`` to DIR (default: $OUT or benchmarks/out).
@@ -180,7 +181,7 @@ def table(path):
     order = {"3d512": 0, "3d1024": 1, "2d8192": 2}
     out = []
     for title, conns, algs in (
-        ("Block algorithms", (26, 8), BLOCK + ["uf", "ke"]),
+        ("Block algorithms", (26, 8), BLOCK + ["uf", "ke", "seg"]),
         ("Pixel algorithms", (18, 6, 4), PIXEL),
     ):
         head = "| case | conn | cupyx ms | floor ms | " + " | ".join(algs) + " |"
@@ -208,7 +209,17 @@ def table(path):
                 + " |"
             )
         out.append("")
-    names = ["alloc", "init", "merge", "compress", "reduce", "compress+mark", "scan", "final"]
+    names = [
+        "alloc",
+        "init",
+        "merge",
+        "compress",
+        "reduce",
+        "compress+mark",
+        "scan",
+        "final",
+        "roots",
+    ]
     out += ["### Steps (ms), 3D 1024^3, 26-connectivity", ""]
     out += ["| case | alg | " + " | ".join(names) + " | total |", "|---" * (len(names) + 3) + "|"]
     for r in rows:
@@ -226,6 +237,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes only (smoke test)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     ap.add_argument("--only", default="", help="comma list of size tags to run, e.g. 3d1024")
+    ap.add_argument("--conns", default="", help="comma list of connectivities (default all)")
+    ap.add_argument("--algs", default="", help="comma list of algorithms (default all)")
     ap.add_argument("--profile", default="", help="ALG: label 1024^3 d=0.2 g=1 twice (for ncu)")
     ap.add_argument("--table", default="", help="JSON: print the Markdown tables of a run")
     args = ap.parse_args()
@@ -269,6 +282,10 @@ def main():
         reps = 5 if big else 10
         floor_ms = N * (1 + 4) / bw * 1e3
         conns = (8, 4) if nd == 2 else (26, 18, 6)
+        if args.conns:
+            conns = [c for c in conns if str(c) in args.conns.split(",")]
+            if not conns:
+                continue
         for density in (0.05, 0.2, 0.5):
             for g in (1, 4):
                 img = volume(shape, density, g)
@@ -276,6 +293,8 @@ def main():
                     st = cp.asarray(structure(nd, conn))
                     full = conn == 3**nd - 1
                     algs = BLOCK + PIXEL if full else PIXEL
+                    if args.algs:
+                        algs = [a for a in algs if a in args.algs.split(",")]
                     ref, rn = cupyx_label(img, st)
                     t_cx, _ = timed(lambda st=st, img=img: cupyx_label(img, st), 3 if big else reps)
                     case = f"{tag} d={density} g={g} c={conn}"

@@ -44,10 +44,11 @@ def check(ndim: int, conn: int, alg: str, image: np.ndarray, dtype=np.uint32) ->
 
 
 def test_every_kernel_is_registered():
-    expected = {(2, 8): {"buf", "bke", "uf"}, (3, 26): {"buf", "bke", "uf"}}
+    expected = {(2, 8): {"buf", "bke", "uf", "seg"}, (3, 26): {"buf", "bke", "uf", "seg"}}
     for ndim, conns in CONNECTIVITIES.items():
         for conn in conns:
-            assert set(algorithms("cpu", ndim, conn)) == expected.get((ndim, conn), {"uf"})
+            want = expected.get((ndim, conn), {"uf", "seg"})
+            assert set(algorithms("cpu", ndim, conn)) == want
 
 
 @pytest.mark.parametrize("key", [k for k in DEFAULTS if k[0] == "cpu"], ids=str)
@@ -175,10 +176,26 @@ def test_connection_table_matches_distances(ndim):
         assert table[m, d] == bits, (m, d)
 
 
+@pytest.mark.parametrize("conn", [4, 8])
+def test_seg_runs_across_words(conn):
+    """Runs that end, start and continue at the 64-voxel word boundaries of cpu_runs' masks, in
+    rows of whole words and not."""
+    for nx in (66, 127, 128, 130, 192):
+        image = np.zeros((6, nx), np.uint8)
+        image[0, 60:70] = 1  # one run across the first boundary
+        image[1, 63] = image[1, 64] = 1  # a run of two voxels, one in each word
+        image[2, 62] = image[2, 65] = 1  # x - 1 / x + 1 pairs across the boundary
+        image[3, 64:] = 1
+        image[4, :64] = 1
+        image[5, ::2] = 1
+        check(2, conn, "seg", image)
+        check(2, conn, "seg", 1 - image)
+
+
 def test_one_specialisation_per_label_dtype():
     # Shapes and connectivities are runtime arguments: labeling many shapes must not compile a
     # new specialisation of any kernel function for each (only one per label dtype).
-    from tilelabel.kernels import cpu_pixel
+    from tilelabel.kernels import cpu_pixel, cpu_runs
 
     for ndim, conn, alg in KERNELS:
         for shape in [(5,) * ndim, (1,) * (ndim - 1) + (7,), tuple(range(3, 3 + ndim))]:
@@ -194,6 +211,8 @@ def test_one_specialisation_per_label_dtype():
         cpu_block.final_labeling,
         cpu_pixel.uf_scan,
         cpu_pixel.uf_flatten,
+        cpu_runs.unite,
+        cpu_runs.write_labels,
     ]
     for fn in dispatchers:
         assert 1 <= len(fn.signatures) <= len(DTYPES), (fn.py_func.__name__, fn.signatures)

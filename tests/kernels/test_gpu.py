@@ -11,6 +11,7 @@ from scipy import ndimage
 from tests.cases import families
 from tilelabel.connectivity import structure
 from tilelabel.kernels.backends import cuda_available
+from tilelabel.synth import random_volume
 
 pytestmark = [
     pytest.mark.gpu,
@@ -18,7 +19,7 @@ pytestmark = [
 ]
 
 BLOCK = ["buf", "buf_ic", "bke", "bke_ic", "bke_tile"]
-PIXEL = ["uf", "uf_ic", "ke"]
+PIXEL = ["uf", "uf_ic", "ke", "seg"]
 EXPECTED = {
     (2, 4): PIXEL,
     (2, 8): BLOCK + PIXEL,
@@ -117,6 +118,24 @@ def test_bke_tile_across_tiles(nd):
             img = (rng.random(shape) < density).astype(np.uint8)
             for dtype in DTYPES:
                 _check(img, conn, "bke_tile", dtype, f"tile-{shape}-{density}")
+
+
+@pytest.mark.parametrize(("nd", "conn"), [(2, 4), (2, 8), (3, 6), (3, 18), (3, 26)])
+def test_seg_across_tiles(nd, conn):
+    """seg on volumes spanning several of its tiles in every axis: rows of whole 32-bit words and
+    not, partial tiles at the far faces, and one full volume (one component)."""
+    from tilelabel.kernels.gpu_ccl import SEG_TILE
+
+    kx, ky, kz = SEG_TILE[nd]
+    tile = (ky, 32 * kx) if nd == 2 else (kz, ky, 32 * kx)
+    rng = np.random.default_rng(conn)
+    for extra in ((1, 1, 0), (2, 3, 5)):
+        shape = tuple(2 * t + e for t, e in zip(tile, extra[-nd:], strict=True))
+        for density in (0.1, 0.3, 0.6, 1.0):
+            for g in (1, 3):
+                img = random_volume(shape, density, g, seed=int(rng.integers(1 << 30)))
+                for dtype in DTYPES:
+                    _check(img, conn, "seg", dtype, f"seg-{shape}-{density}-{g}")
 
 
 def test_kernels_compile_once_per_device_and_labeling():

@@ -22,7 +22,7 @@ from tilelabel.kernels.gpu_ccl import (
 from tilelabel.kernels.gpu_compile import CUDA_DIR, source
 from tilelabel.kernels.registry import DEFAULTS, algorithms
 
-FAMILIES = ("block", "tile", "pixel", "renumber", "stats")
+FAMILIES = ("block", "tile", "pixel", "seg", "renumber", "stats")
 CONNECTIVITIES = ((2, 4), (2, 8), (3, 6), (3, 18), (3, 26))
 _KERNEL = re.compile(
     r"template <([^>]*)>\s*__global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\(([^)]*)\)"
@@ -66,11 +66,12 @@ def test_every_kernel_of_the_table_is_in_its_source_as_the_table_launches_it():
 def test_each_labeling_launches_kernels_of_its_families(algorithm):
     spec = ALGORITHMS[algorithm]
     steps = [s for s, _, _ in spec.kernel_steps()]
-    assert steps[0] == "init" and steps[-2:] == ["compress+mark", "final"]
-    for (nd, conn), dtype, aligned in itertools.product(
-        spec.connectivities, (np.uint32, np.uint64), (True, False)
+    tail = [s for s, _ in spec.tail]
+    assert steps[0] == "init" and steps[-2 - len(tail) :] == ["compress+mark", "final", *tail]
+    for (nd, conn), dtype, aligned, vec in itertools.product(
+        spec.connectivities, (np.uint32, np.uint64), (True, False), (True, False)
     ):
-        names = kernel_names(algorithm, nd, conn, dtype, aligned)
+        names = kernel_names(algorithm, nd, conn, dtype, aligned, vec)
         for family, exprs in names.items():
             kernels = _templates(family)
             for expr in exprs:

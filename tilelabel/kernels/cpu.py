@@ -3,6 +3,7 @@
 - ``buf``: block-based union find, 2D 8- and 3D 26-connectivity (:mod:`.cpu_block`).
 - ``bke``: block-based Komura equivalence, same connectivities (:mod:`.cpu_block`).
 - ``uf``: pixel-based union find, every connectivity (:mod:`.cpu_pixel`).
+- ``seg``: run-based union find, every connectivity (:mod:`.cpu_runs`).
 
 Every kernel follows the registry's contract: ``kernel(image, dtype) -> (labels, n)`` with labels
 numbered exactly as ``scipy.ndimage.label`` numbers them. The numba functions are compiled once
@@ -19,6 +20,7 @@ import numpy as np
 
 from tilelabel.kernels import cpu_block as _blk
 from tilelabel.kernels import cpu_pixel as _pix
+from tilelabel.kernels import cpu_runs as _runs
 from tilelabel.kernels.registry import register
 
 _LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))
@@ -109,6 +111,19 @@ def _uf_into(ndim: int, connectivity: int):
     return label_into
 
 
+def _seg_into(ndim: int, connectivity: int):
+    dirs = _runs.DIRECTIONS[(ndim, connectivity)]
+
+    def label_into(img, L, dims):
+        nz, ny, nx = dims
+        rows = np.empty((nz * ny, (nx + 63) // 64), np.uint64)
+        _runs.pack(img, img[: img.size // 8 * 8].view(np.uint64), nz * ny, nx, rows)
+        _runs.unite(rows, L, nz, ny, nx, dirs)
+        return _runs.write_labels(rows, L, nz * ny, nx)
+
+    return label_into
+
+
 def _make(ndim: int, connectivity: int, algorithm: str, label_into) -> None:
     def kernel(image: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
         return _run(image, dtype, ndim, label_into)
@@ -128,3 +143,4 @@ for _ndim, _conn in ((2, 8), (3, 26)):
     _make(_ndim, _conn, "bke", _bke_into(_ndim))
 for _ndim, _conn in ((2, 4), (2, 8), (3, 6), (3, 18), (3, 26)):
     _make(_ndim, _conn, "uf", _uf_into(_ndim, _conn))
+    _make(_ndim, _conn, "seg", _seg_into(_ndim, _conn))

@@ -12,6 +12,10 @@ Algorithms (CUDA C in ``kernels/cuda``), as registered with the kernel registry:
   for 8 and 26).
 - ``ke``: pixel-based Komura equivalence (Init links each voxel to a backward neighbour,
   Compression, Reduction, Compression), every connectivity.
+- ``seg``: segments (runs of set bits in a thread's 32-voxel row word, HA4's runs done
+  bit-parallel) united in a tile-local shared-memory union-find, then across tile faces only;
+  every connectivity, made for 4, 6 and 18. Only segment starts are forest nodes, and only tile
+  roots whose component reaches a tile face take part in the global steps.
 
 All of them end with the same on-device renumbering to scipy's numbering (``renumber.cu``), which
 also yields each label's first voxel. A labeling compiles only the kernels it launches
@@ -33,6 +37,10 @@ from tilelabel.kernels.registry import register
 #: bke_tile's tile per ndim, (TY, TZ, NT): 32 x TY x TZ blocks, walked by NT rows of 32 threads
 #: (3D: the largest tile whose shared forest fits 48 KB; larger tiles leave fewer face blocks)
 TILE = {3: (16, 16, 16), 2: (32, 1, 8)}
+#: seg's tile per ndim, (KX, KY, KZ): 32 * KX x KY x KZ voxels, a thread per 32-voxel row word;
+#: its union-find of 8192 slots fills 32 KB of shared memory
+SEG_TILE = {3: (2, 16, 8), 2: (8, 32, 1)}
+_SEG_THREADS = 256  # SEG_THREADS in seg.cu
 #: the renumbering kernels (renumber.cu), compiled together per label type
 RENUMBER = ("scan_tile_sums", "scan_tiles", "scan_words", "first_from_bitmap", "first_from_labels")
 _SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_WORDS in renumber.cu
@@ -57,6 +65,7 @@ class Kernel:
 _INIT = ("img", "L", "extra", "dims", "bdims")
 _REDUCE = ("L", "extra", "dims", "bdims")
 _VOXELS = ("img", "L", "dims")
+_SEG = ("KX", "KY", "KZ", "VEC")
 KERNELS: dict[str, Kernel] = {
     "buf_init": Kernel("block", ("IS3D",), "blocks", _INIT),
     "buf_merge": Kernel("block", ("IS3D", "ALIGNED"), "blocks", ("img", "L", "dims", "bdims")),
@@ -76,6 +85,13 @@ KERNELS: dict[str, Kernel] = {
     "ke_reduce": Kernel("pixel", ("CONN",), "voxels", _VOXELS),
     "uf_compress_mark": Kernel("pixel", ("IC", "MARK"), "flat", ("L", "bitmap", "N")),
     "uf_final": Kernel("pixel", (), "flat", ("L", "bitmap", "prefix", "N")),
+    "seg_tile": Kernel("seg", ("CONN", *_SEG), "segtiles", ("img", "L", "troot", "bitmap", "dims")),
+    "seg_merge": Kernel("seg", ("CONN", *_SEG), "segtiles", ("img", "L", "dims")),
+    "seg_compress": Kernel("seg", (), "words", ("L", "troot", "bitmap", "nwords")),
+    "seg_final": Kernel(
+        "seg", ("VEC",), "rowwords", ("img", "L", "troot", "bitmap", "prefix", "dims")
+    ),
+    "seg_roots": Kernel("seg", (), "words", ("L", "troot", "bitmap", "prefix", "nwords")),
 }
 
 
@@ -84,21 +100,21 @@ class Algorithm:
     """One algorithm: the kernels its steps launch.
 
     Every labeling runs ``alloc``, ``init``, the ``middle`` steps, ``compress+mark`` (the last
-    Compression, which marks the roots), ``scan`` and ``final``.
+    Compression, which marks the roots), ``scan``, ``final`` and the ``tail`` steps.
     """
 
     blocks: bool  #: nodes are 2x2(x2) blocks (full connectivity only), else voxels
     init: str  #: the kernel that builds the first forest
     middle: tuple[tuple[str, str], ...]  #: (step, kernel) between init and compress+mark
     inline: bool  #: Compression points every node on a path to the root, not only the first
+    compress: str  #: the marking Compression
+    final: str  #: the final labeling
+    tail: tuple[tuple[str, str], ...] = ()  #: (step, kernel) after final
 
     @property
-    def compress(self) -> str:
-        return "blk_compress" if self.blocks else "uf_compress_mark"
-
-    @property
-    def final(self) -> str:
-        return "blk_final" if self.blocks else "uf_final"
+    def segments(self) -> bool:
+        """seg's tiles: launched by tile, with a second bitmap (of tile roots)."""
+        return KERNELS[self.init].grid == "segtiles"
 
     @property
     def connectivities(self) -> tuple[tuple[int, int], ...]:
@@ -118,23 +134,42 @@ class Algorithm:
             *((step, kernel, False) for step, kernel in self.middle),
             ("compress+mark", self.compress, True),
             ("final", self.final, False),
+            *((step, kernel, False) for step, kernel in self.tail),
         )
 
 
 _BUF = (("merge", "buf_merge"),)
 _BKE = (("compress", "blk_compress"), ("reduce", "bke_reduce"))
 _UF = (("merge", "uf_merge"),)
+_BLOCK_TAIL = {"compress": "blk_compress", "final": "blk_final"}
+_VOXEL_TAIL = {"compress": "uf_compress_mark", "final": "uf_final"}
 ALGORITHMS: dict[str, Algorithm] = {
-    "buf": Algorithm(True, "buf_init", _BUF, inline=False),
-    "buf_ic": Algorithm(True, "buf_init", _BUF, inline=True),
-    "bke": Algorithm(True, "bke_init", _BKE, inline=False),
-    "bke_ic": Algorithm(True, "bke_init", _BKE, inline=True),
+    "buf": Algorithm(True, "buf_init", _BUF, inline=False, **_BLOCK_TAIL),
+    "buf_ic": Algorithm(True, "buf_init", _BUF, inline=True, **_BLOCK_TAIL),
+    "bke": Algorithm(True, "bke_init", _BKE, inline=False, **_BLOCK_TAIL),
+    "bke_ic": Algorithm(True, "bke_init", _BKE, inline=True, **_BLOCK_TAIL),
     # the tile pass leaves trees of depth 1: no Compression before Reduction
-    "bke_tile": Algorithm(True, "bke_tile", (("reduce", "tile_reduce"),), inline=False),
-    "uf": Algorithm(False, "uf_init", _UF, inline=False),
-    "uf_ic": Algorithm(False, "uf_init", _UF, inline=True),
+    "bke_tile": Algorithm(
+        True, "bke_tile", (("reduce", "tile_reduce"),), inline=False, **_BLOCK_TAIL
+    ),
+    "uf": Algorithm(False, "uf_init", _UF, inline=False, **_VOXEL_TAIL),
+    "uf_ic": Algorithm(False, "uf_init", _UF, inline=True, **_VOXEL_TAIL),
     "ke": Algorithm(
-        False, "ke_init", (("compress", "uf_compress_mark"), ("reduce", "ke_reduce")), inline=True
+        False,
+        "ke_init",
+        (("compress", "uf_compress_mark"), ("reduce", "ke_reduce")),
+        inline=True,
+        **_VOXEL_TAIL,
+    ),
+    # tile roots are what the final labeling reads: their own labels come last
+    "seg": Algorithm(
+        False,
+        "seg_tile",
+        (("merge", "seg_merge"),),
+        inline=False,
+        compress="seg_compress",
+        final="seg_final",
+        tail=(("roots", "seg_roots"),),
     ),
 }
 
@@ -143,8 +178,12 @@ def _bool(b: bool) -> str:
     return "true" if b else "false"
 
 
-def template_values(algorithm: str, ndim: int, connectivity: int, aligned: bool) -> dict:
-    """Values of the kernels' template parameters (except T and MARK) for one labeling."""
+def template_values(
+    algorithm: str, ndim: int, connectivity: int, aligned: bool, vec: bool = False
+) -> dict:
+    """Values of the kernels' template parameters (except T and MARK) for one labeling:
+    ``aligned`` for 16-bit loads of voxel pairs, ``vec`` for 16-byte loads of 32-voxel row
+    words."""
     ty, tz, nt = TILE[ndim]
     return {
         "IS3D": _bool(ndim == 3),
@@ -154,6 +193,8 @@ def template_values(algorithm: str, ndim: int, connectivity: int, aligned: bool)
         "NT": str(nt),
         "CONN": str(connectivity),
         "IC": _bool(ALGORITHMS[algorithm].inline),
+        **dict(zip(("KX", "KY", "KZ"), map(str, SEG_TILE[ndim]), strict=True)),
+        "VEC": _bool(vec),
     }
 
 
@@ -168,11 +209,11 @@ def _renumber_names(ctype: str) -> tuple[str, ...]:
 
 
 def kernel_names(
-    algorithm: str, ndim: int, connectivity: int, dtype, aligned: bool
+    algorithm: str, ndim: int, connectivity: int, dtype, aligned: bool, vec: bool = False
 ) -> dict[str, tuple[str, ...]]:
     """The name expressions one labeling launches, by family: what its first run compiles."""
     ctype = CTYPE[np.dtype(dtype)]
-    values = template_values(algorithm, ndim, connectivity, aligned)
+    values = template_values(algorithm, ndim, connectivity, aligned, vec)
     out = {"renumber": _renumber_names(ctype)}
     for _, kernel, mark in ALGORITHMS[algorithm].kernel_steps():
         family = KERNELS[kernel].family
@@ -217,12 +258,28 @@ class Run:
         self.args = {"img": image, "dims": (Ts(D), Ts(H), Ts(W)), "N": np.uint64(self.N)}
         # 16-bit loads of voxel pairs need even rows and an even base address
         aligned = W % 2 == 0 and image.data.ptr % 2 == 0
-        self.values = template_values(algorithm, ndim, connectivity, aligned)
+        # rows of whole 32-voxel words, 16-byte aligned: seg loads and stores 16 bytes at a time
+        # and stores its bitmap words instead of or-ing bits into them
+        self.vec = W % 32 == 0 and image.data.ptr % 16 == 0
+        self.values = template_values(algorithm, ndim, connectivity, aligned, self.vec)
         self.nwords = _cdiv(self.N, 32)
         self.ntiles = _cdiv(self.nwords, _SCAN_TILE)
+        self.args["nwords"] = np.uint64(self.nwords)
         rows = (32, 4, 2) if ndim == 3 else (32, 8, 1)
         #: (grid, block) of each launch geometry
-        self.grids = {"flat": ((min(_cdiv(self.N, 256), 1 << 20),), (256,))}
+        self.grids = {
+            "flat": ((min(_cdiv(self.N, 256), 1 << 20),), (256,)),
+            "words": ((min(_cdiv(self.nwords, 256), 1 << 20),), (256,)),  # a thread per word
+        }
+        if self.alg.segments:
+            kx, ky, kz = SEG_TILE[ndim]
+            tiles = _cdiv(W, 32 * kx) * _cdiv(H, ky) * _cdiv(D, kz)
+            rowwords = D * H * _cdiv(W, 32)
+            self.grids["segtiles"] = ((min(tiles, 1 << 16),), (kx * ky * kz,))
+            self.grids["rowwords"] = (
+                (min(_cdiv(rowwords, _SEG_THREADS), 1 << 20),),
+                (_SEG_THREADS,),
+            )
         if self.alg.blocks:
             bdims = (_cdiv(D, 2), _cdiv(H, 2), _cdiv(W, 2))
             self.args["bdims"] = tuple(Ts(b) for b in bdims)
@@ -232,8 +289,9 @@ class Run:
         else:
             self.grids["voxels"] = _grid((D, H, W), rows)
         self.fn: dict = {}
-        for family, names in kernel_names(algorithm, ndim, connectivity, self.T, aligned).items():
-            self.fn |= kernels(family, names)
+        names = kernel_names(algorithm, ndim, connectivity, self.T, aligned, self.vec)
+        for family, exprs in names.items():
+            self.fn |= kernels(family, exprs)
 
     # -- steps -----------------------------------------------------------------------------
     def alloc(self) -> None:
@@ -241,11 +299,16 @@ class Run:
 
         self.L = cp.empty(self.shape, self.T)
         extra = cp.empty(1, self.T)
-        # block roots set their bits with atomicOr; the pixel kernel writes whole words
-        self.bitmap = (cp.zeros if self.alg.blocks else cp.empty)(self.nwords, np.uint32)
+        # block roots, and seg's tile pass on rows that are no whole words, set their bits with
+        # atomicOr; the others write whole words
+        zeroed = self.alg.blocks or (self.alg.segments and not self.vec)
+        bits = functools.partial(cp.zeros if zeroed else cp.empty, self.nwords, np.uint32)
+        self.bitmap = bits()
         self.prefix = cp.empty(self.nwords, self.T)
         self.tiles = cp.empty(self.ntiles + 1, self.T)
         self.args |= {"L": self.L, "extra": extra, "bitmap": self.bitmap, "prefix": self.prefix}
+        if self.alg.segments:
+            self.args["troot"] = bits()
 
     def _launch(self, kernel: str, fn) -> None:
         args: list = []
@@ -268,7 +331,8 @@ class Run:
         for step, kernel, mark in self.alg.kernel_steps():
             fn = self.fn[expression(kernel, self.t, self.values, mark)]
             launches.append((step, functools.partial(self._launch, kernel, fn)))
-        return [("alloc", self.alloc), *launches[:-1], ("scan", self.scan), launches[-1]]
+        k = [name for name, _ in launches].index("final")
+        return [("alloc", self.alloc), *launches[:k], ("scan", self.scan), *launches[k:]]
 
     def count(self) -> int:
         return int(self.tiles[self.ntiles].get())

@@ -28,14 +28,14 @@ Kernel = Callable[[Any, np.dtype], tuple[Any, int]]
 _MODULES = {"cpu": "tilelabel.kernels.cpu", "cuda": "tilelabel.kernels.gpu"}
 
 #: Default algorithm per (backend, ndim, connectivity): block-based where blocks serve the
-#: connectivity (full connectivity), pixel-based otherwise. The CUDA choices are the fastest in
-#: the kernel benchmark (benchmarks/kernels_gpu.py; benchmarks/README.md): bke_tile for full
-#: connectivity, pixel Komura equivalence (ke) for 4, 6 and 18.
+#: connectivity (full connectivity); otherwise run-based union find (seg) on the CPU and pixel
+#: Komura equivalence (ke) on CUDA, the fastest in the kernel benchmarks (benchmarks/README.md:
+#: seg ahead of the pixel union find in all rows but one, 18-connectivity at d 0.05 g 1).
 DEFAULTS: dict[tuple[str, int, int], str] = {
-    ("cpu", 2, 4): "uf",
+    ("cpu", 2, 4): "seg",
     ("cpu", 2, 8): "buf",
-    ("cpu", 3, 6): "uf",
-    ("cpu", 3, 18): "uf",
+    ("cpu", 3, 6): "seg",
+    ("cpu", 3, 18): "seg",
     ("cpu", 3, 26): "buf",
     ("cuda", 2, 4): "ke",
     ("cuda", 2, 8): "bke_tile",

@@ -1,41 +1,11 @@
 // Pixel-based union-find (UF) and Komura equivalence (KE), for every connectivity: the ones that
 // 2x2(x2) blocks cannot serve (2D 4, 3D 6 and 18) and a baseline for 8 and 26.
 //
-// The forest is the label array, one node per voxel: a voxel's entry is the raster index of an
-// ancestor (a root's is its own index), background voxels hold the sentinel ~0 until the final
-// pass.  Union by smaller index makes every root its component's first voxel, the component's
-// scipy key.  UF: Init (every foreground voxel a root), Merge (union with every foreground
-// backward neighbour).  KE: Init links each voxel to its first foreground backward neighbour,
-// Compression, Reduction.  Both end with the marking Compression, renumber.cu's scan and the
-// final labeling.
-#include "common.cuh"
-
-template <typename T>
-__device__ __forceinline__ T pfind(const T* L, T a) {
-    T p;
-    while ((p = L[(u64)a]) != a) a = p;
-    return a;
-}
-
-template <typename T>
-__device__ __forceinline__ void punion(T* L, T a, T b) {
-    bool done;
-    do {
-        a = pfind<T>(L, a);
-        b = pfind<T>(L, b);
-        if (a < b) {
-            T old = amin<T>(&L[(u64)b], a);
-            done = (old == b);
-            b = old;
-        } else if (b < a) {
-            T old = amin<T>(&L[(u64)a], b);
-            done = (old == a);
-            a = old;
-        } else {
-            done = true;
-        }
-    } while (!done);
-}
+// The forest is the label array, one node per voxel (voxels.cuh).  UF: Init (every foreground
+// voxel a root), Merge (union with every foreground backward neighbour).  KE: Init links each
+// voxel to its first foreground backward neighbour, Compression, Reduction.  Both end with the
+// marking Compression, renumber.cu's scan and the final labeling.
+#include "voxels.cuh"
 
 template <typename T>
 __global__ void uf_init(const u8* __restrict__ img, T* L, u64 N) {
@@ -78,11 +48,6 @@ __device__ __forceinline__ void for_backward(const u8* __restrict__ img, u64 v, 
     for (T z = (T)blockIdx.z * blockDim.z + threadIdx.z; z < D; z += (T)gridDim.z * blockDim.z) \
         for (T y = (T)blockIdx.y * blockDim.y + threadIdx.y; y < H;                          \
              y += (T)gridDim.y * blockDim.y)
-
-template <typename T>
-__device__ __noinline__ void punion_call(T* L, T a, T b) {
-    punion<T>(L, a, b);
-}
 
 // Unions of voxel v (r: an ancestor of v) with its foreground backward neighbours: their values
 // (ancestors) are loaded first, and a neighbour whose value is r, or a value already united with
