@@ -220,8 +220,8 @@ class Options:
     )
     cluster: dict[str, Any] | None = option(
         None,
-        "the cluster that runs it: a mapping with a kind (local, local-cuda, scheduler, slurm) "
-        "and that kind's keys",
+        "the cluster that runs it: a mapping with a kind (local, local-cuda, scheduler, slurm, "
+        "pbs, lsf, sge, htcondor, slurm-runner) and that kind's keys",
         doc="Used where ``client`` and ``scheduler`` are not given (see "
         ":mod:`tilelabel.cluster.kinds` for the keys).",
         check=check_cluster,

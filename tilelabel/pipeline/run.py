@@ -27,6 +27,7 @@ from distributed import Client
 
 from tilelabel import connectivity as conn_mod
 from tilelabel.cluster import heap
+from tilelabel.cluster.jobqueue import serve_unless_client
 from tilelabel.cluster.local import connect
 from tilelabel.kernels.backends import resolve_backend
 from tilelabel.options import Options
@@ -87,6 +88,7 @@ def label_zarr(
     progress: bool = False,
 ) -> Result:
     """Label ``options.input`` into ``options.output`` (see :func:`tilelabel.label_zarr`)."""
+    serve_unless_client(options.cluster)  # an allocation's scheduler and workers stay there
     run = open_run(options, structure=structure, progress=progress, client=client)  # 0. open
     with connect(
         client=client,
@@ -122,7 +124,7 @@ def open_run(
     connectivity = conn_mod.normalize(len(volume.shape), o.connectivity, structure)
     backend = resolve_backend(o.backend)
     resources = for_backend(backend)
-    remote = o.cluster is not None and o.cluster["kind"] in ("scheduler", "slurm")
+    remote = o.cluster is not None and o.cluster["kind"] not in ("local", "local-cuda")
     if client is None and o.scheduler is None and not remote:
         resources.check_here()  # before a local cluster starts for it
     output = open_output(volume, o.output, o.ome_labels, o.overwrite, o.storage_options)
