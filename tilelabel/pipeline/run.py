@@ -119,8 +119,20 @@ def open_run(
     """Step 0: everything the input, the output and the options allow checking, before any
     cluster starts; a clear error for the first thing wrong."""
     o, started = options, time.perf_counter()
-    stats = stats_mod.options(bool(o.stats), o.min_size, o.max_size, o.intensity is not None)
+    if o.spacing is not None and not o.stats:
+        raise ValueError("a spacing is only used by the statistics table; ask for one (--stats)")
     volume = open_volume(o.input, o.storage_options, o.channel, o.timepoint)
+    stats = stats_mod.options(
+        bool(o.stats),
+        o.min_size,
+        o.max_size,
+        o.intensity is not None,
+        spacing=o.spacing or volume.spacing,
+        ndim=len(volume.shape),
+        largest_k=o.largest_k,
+        order=o.order,
+        chunked=True,
+    )
     connectivity = conn_mod.normalize(len(volume.shape), o.connectivity, structure)
     backend = resolve_backend(o.backend)
     resources = for_backend(backend)
