@@ -421,31 +421,17 @@ def test_label_in_one_slurm_allocation(slurm, tmp_path):
     import sys
 
     import numpy as np
-    import yaml
     import zarr
     from scipy import ndimage
 
+    from tests.cluster.test_local import shipped
     from tests.conftest import write_zarr
     from tilelabel.synth import random_volume
 
     img = random_volume((40, 36, 30), 0.3, 1, seed=32)
-    src = write_zarr(tmp_path / "in.zarr", img, (10, 12, 10))
-    cfg = tmp_path / "runner.yaml"
-    cfg.write_text(
-        yaml.safe_dump(
-            {
-                "input": src,
-                "output": str(tmp_path / "out.zarr"),
-                "backend": "cpu",
-                "chunks": [20, 12, 10],
-                "cluster": {
-                    "kind": "slurm-runner",
-                    "scheduler_file": str(tmp_path / "scheduler-{job_id}.json"),
-                    "wait_timeout": 120,
-                },
-            }
-        )
-    )
+    write_zarr(tmp_path / "sample.zarr", img, (10, 12, 10))
+    # the shipped config, its relative paths naming tmp_path's files as they name a checkout's
+    cfg = shipped("slurm-runner.yaml", tmp_path, chunks=[20, 12, 10], cluster={"wait_timeout": 120})
     done = subprocess.run(
         ["srun", "-p", slurm, "-n", "4", "--overcommit", "--mem=0", "-t", "10",
          sys.executable, "-m", "tilelabel.cli", "label", "--config", str(cfg), "-q"],
@@ -455,7 +441,8 @@ def test_label_in_one_slurm_allocation(slurm, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("components in 43,200 voxels") == 1, done.stdout
     np.testing.assert_array_equal(
-        zarr.open_array(str(tmp_path / "out.zarr"))[...], ndimage.label(img, np.ones((3, 3, 3)))[0]
+        zarr.open_array(str(tmp_path / "labels.zarr"))[...],
+        ndimage.label(img, np.ones((3, 3, 3)))[0],
     )
 
 

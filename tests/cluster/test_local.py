@@ -166,6 +166,7 @@ def test_every_shipped_config_is_tested():
         "local-gpu.yaml",
         "scheduler.yaml",
         "slurm-gpu.yaml",
+        "slurm-runner.yaml",  # tests/cluster/test_jobqueue.py runs it under a real Slurm
     ]
 
 

@@ -297,3 +297,23 @@ def test_config_keys():
     assert opts == {"stats": "s.parquet", "min_size": 5, "max_size": 9, "intensity": "i.zarr"}
     with pytest.raises(ConfigError, match="min_size"):
         validate({"min_size": -1})
+
+
+def test_spacing_keys_flags_and_refusals(tmp_path, client, capsys):
+    opts = validate({"spacing": "2,0.5,0.5", "largest-k": 3, "order": "size", "stats": "s.pq"})
+    assert opts["spacing"] == (2.0, 0.5, 0.5) and opts["largest_k"] == 3
+    for bad in ([1, 0], [1, "a"], [], [True, 1], [1, float("inf")]):
+        with pytest.raises(ConfigError, match="positive numbers, one per axis"):
+            validate({"spacing": bad})
+    img = random_volume((24, 24, 24), 0.15, 1, seed=4)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    path = tmp_path / "s.parquet"
+    sched = ["--scheduler", client.scheduler.address, "-q"]
+    args = ["label", src, str(tmp_path / "out.zarr"), "--stats", str(path), "--spacing", "2,1,0.5"]
+    assert main([*args, *sched]) == 0
+    check_table(pd.read_parquet(path), reference(img, 26)[0], spacing=(2.0, 1.0, 0.5))
+    assert main(["label", src, str(tmp_path / "o2.zarr"), "--spacing", "2,1,0.5", *sched]) == 2
+    assert "spacing is only used by the statistics" in capsys.readouterr().err
+    args = ["label", src, str(tmp_path / "o3.zarr"), "--stats", str(path), "--spacing", "2,1"]
+    assert main([*args, *sched]) == 2
+    assert "has 2 values for 3 axes" in capsys.readouterr().err
