@@ -20,21 +20,13 @@ from tests.conftest import write_zarr
 from tilelabel.cli import main
 from tilelabel.config import ConfigError, validate
 from tilelabel.connectivity import CONNECTIVITIES, structure
+from tilelabel.measure import PROPERTIES
 from tilelabel.pipeline.stats import columns
 from tilelabel.synth import random_volume
 
-PROPS = (
-    "label",
-    "area",
-    "num_pixels",
-    "bbox",
-    "centroid",
-    "inertia_tensor",
-    "inertia_tensor_eigvals",
-    "axis_major_length",
-    "axis_minor_length",
-)
-IPROPS = PROPS + ("intensity_mean", "intensity_min", "intensity_max", "intensity_std")
+#: every property tilelabel's table shares with scikit-image's
+IPROPS = PROPERTIES
+PROPS = tuple(p for p in PROPERTIES if not p.startswith("intensity"))
 
 
 def reference(img, conn, min_size=None, max_size=None):
