@@ -234,21 +234,44 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
     _switch(V, None, cur, cur, nxt, 0, acc, out, iout)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _squares(k):
-    # 0^2 + 1^2 + ... + k^2 (0 for k < 0)
-    return k * (k + 1) * (2 * k + 1) // 6 if k > 0 else 0
-
-
 @numba.njit(cache=True, nogil=True)
 def _moments(L, V, m2, isq):
-    # Run by run: a run of label l from x = a to b - 1 in row (z, y) adds, in closed form, its
-    # count times z*z, z*y and y*y, z and y times its x sum, and its sum of x*x (the columns of
-    # m2: zz, zy, zx, yy, yx, xx); with V, the squares of its intensities to isq.
+    # Run by run: a run of label l in row (z, y) adds its count times z*z, z*y and y*y, z and y
+    # times its x sum, and its sum of x*x (the columns of m2: zz, zy, zx, yy, yx, xx); with V,
+    # the squares of its intensities to isq. One pending label's sums stay in registers until
+    # another label's run turns up, as in _stats.
     D, H, W = L.shape
+    cur = L.dtype.type(0)
+    zz = zy = zx = yy = yx = xx = 0
+    sq = 0.0
     for z in range(D):
         for y in range(H):
             row = L[z, y]
+            # a row of only the pending label and background (most rows of big components) is
+            # folded in from one branch-free scan
+            rc = rsx = rsxx = oth = 0
+            for x in range(W):
+                lab = row[x]
+                m = lab == cur
+                rc += m
+                rsx += x if m else 0
+                rsxx += x * x if m else 0
+                oth += (lab != cur) & (lab != 0)
+            if oth == 0:
+                if rc == 0 or cur == 0:
+                    continue
+                zz += rc * z * z
+                zy += rc * z * y
+                zx += z * rsx
+                yy += rc * y * y
+                yx += y * rsx
+                xx += rsxx
+                if V is not None:
+                    vrow = V[z, y]
+                    for x in range(W):
+                        v = np.float64(vrow[x])
+                        sq += v * v if row[x] == cur else 0.0
+                continue
             x = 0
             while x < W:
                 lab = row[x]
@@ -256,23 +279,45 @@ def _moments(L, V, m2, isq):
                     x += 1
                     continue
                 a = x
+                sx = x
+                sxx = x * x
                 x += 1
                 while x < W and row[x] == lab:
+                    sx += x
+                    sxx += x * x
                     x += 1
-                i = np.int64(lab) - 1
+                if lab != cur:
+                    if cur != 0:
+                        _flush_moments(m2, isq, np.int64(cur) - 1, zz, zy, zx, yy, yx, xx, sq)
+                    cur = lab
+                    zz = zy = zx = yy = yx = xx = 0
+                    sq = 0.0
                 c = x - a
-                sx = (a + x - 1) * c // 2
-                m2[i, 0] += c * z * z
-                m2[i, 1] += c * z * y
-                m2[i, 2] += z * sx
-                m2[i, 3] += c * y * y
-                m2[i, 4] += y * sx
-                m2[i, 5] += _squares(x - 1) - _squares(a - 1)
+                zz += c * z * z
+                zy += c * z * y
+                zx += z * sx
+                yy += c * y * y
+                yx += y * sx
+                xx += sxx
                 if V is not None:
                     vrow = V[z, y]
                     for k in range(a, x):
                         v = np.float64(vrow[k])
-                        isq[i] += v * v
+                        sq += v * v
+    if cur != 0:
+        _flush_moments(m2, isq, np.int64(cur) - 1, zz, zy, zx, yy, yx, xx, sq)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _flush_moments(m2, isq, i, zz, zy, zx, yy, yx, xx, sq):
+    m2[i, 0] += zz
+    m2[i, 1] += zy
+    m2[i, 2] += zx
+    m2[i, 3] += yy
+    m2[i, 4] += yx
+    m2[i, 5] += xx
+    if isq is not None:
+        isq[i] += sq
 
 
 def pairs(ndim: int) -> list[tuple[int, int]]:
