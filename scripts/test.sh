@@ -6,4 +6,10 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+# a distributed release that lists only 5 workers in scheduler_info(), beside the venv, for
+# tests/cluster/test_workers.py (which skips without it)
+if [ ! -d .venv/affected-distributed ]; then
+  .venv/bin/python -m pip install -q --no-deps --target .venv/affected-distributed \
+    -r tests/cluster/affected-distributed.txt || echo "test.sh: affected distributed not installed"
+fi
 exec .venv/bin/python -m pytest "$@"

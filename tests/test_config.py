@@ -15,8 +15,8 @@ def test_valid_config(tmp_path):
         "keep-input: false\ngpu-encode: false\n"
     )
     assert config.load(p) == {
-        "input": "a.zarr",
-        "output": "b.zarr",
+        "input": str(tmp_path / "a.zarr"),  # relative to the config's folder
+        "output": str(tmp_path / "b.zarr"),
         "connectivity": 6,
         "chunks": (64, 64, 64),
         "backend": "cpu",
@@ -96,7 +96,7 @@ def test_cluster_sections(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("cluster: {kind: pbs}\n", "bad value 'pbs' for 'cluster.kind': expected one of local, "),
+        ("cluster: {kind: pb}\n", "bad value 'pb' for 'cluster.kind': expected one of local, "),
         ("cluster: {queue: gpu}\n", "bad value None for 'cluster.kind'"),
         ("cluster: slurm\n", "'cluster' must be a mapping with a 'kind'"),
         ("cluster: {kind: slurm, gpu: 2}\n", "unknown key 'cluster.gpu' for kind slurm; allowed"),

@@ -30,14 +30,42 @@ def _prepare(x: Any, connectivity, structure, caller: str) -> tuple[Any, int]:
     return x, conn_mod.normalize(x.ndim, connectivity, structure)
 
 
-def _size_filter(min_size, max_size, table: bool = False, intensity: bool = False):
-    """The statistics options of the in-memory API: its sizes checked as the run options'
-    (:mod:`tilelabel.options`), then together (:func:`tilelabel.pipeline.stats.options`)."""
+def _size_filter(
+    x,
+    min_size,
+    max_size,
+    largest_k=None,
+    order="raster",
+    table: bool = False,
+    intensity: bool = False,
+    spacing=None,
+):
+    """The statistics options of the in-memory API for array ``x``: its values checked as the
+    run options' (:mod:`tilelabel.options`), then together
+    (:func:`tilelabel.pipeline.stats.options`)."""
     from tilelabel.options import checked
     from tilelabel.pipeline.stats import options
 
-    sizes = checked({"min_size": min_size, "max_size": max_size})
-    return options(table, sizes["min_size"], sizes["max_size"], intensity)
+    given = checked(
+        {
+            "min_size": min_size,
+            "max_size": max_size,
+            "spacing": spacing,
+            "largest_k": largest_k,
+            "order": order,
+        }
+    )
+    return options(
+        table,
+        given["min_size"],
+        given["max_size"],
+        intensity,
+        given["spacing"],
+        x.ndim,
+        given["largest_k"],
+        given["order"],
+        chunked=_is_dask(x),
+    )
 
 
 def label(
@@ -50,6 +78,8 @@ def label(
     dtype: str = "auto",
     min_size: int | None = None,
     max_size: int | None = None,
+    largest_k: int | None = None,
+    order: str = "raster",
 ):
     """Label the connected components of ``x`` (nonzero is foreground).
 
@@ -73,6 +103,12 @@ def label(
         Keep only components of at least ``min_size`` / at most ``max_size`` voxels (inclusive);
         the kept ones are numbered 1..n in the same raster order, which equals
         ``scipy.ndimage.label`` of the volume without the dropped components.
+    largest_k
+        Keep only the k largest components (within the size range), as cc3d's ``largest_k``:
+        of equal sizes, the one whose first voxel comes first counts as the larger.
+    order
+        ``"raster"`` (scipy's numbering, by first voxel) or ``"size"`` (the largest is 1; for a
+        dask array only with ``largest_k``).
 
     Returns
     -------
@@ -81,14 +117,22 @@ def label(
         component's first voxel. Numpy in, numpy out; CuPy in, CuPy out; dask in, a lazy dask
         array and a lazy 0-d dask array for the count.
     """
-    opts = _size_filter(min_size, max_size)
     x, conn = _prepare(x, connectivity, structure, "label")
+    opts = _size_filter(x, min_size, max_size, largest_k, order)
     if _is_dask(x):
         from tilelabel.pipeline.lazy import label_dask
         from tilelabel.pipeline.local import Labeler
 
         labeler = Labeler(resolve_backend(backend), conn, algorithm)
-        return label_dask(x, labeler=labeler, dtype=dtype, min_size=min_size, max_size=max_size)
+        return label_dask(
+            x,
+            labeler=labeler,
+            dtype=dtype,
+            min_size=min_size,
+            max_size=max_size,
+            largest_k=largest_k,
+            order=order,
+        )
     if _is_cupy(x):
         if backend not in ("auto", "cuda"):
             raise ValueError(f"a CuPy array is labeled with backend 'cuda', not {backend!r}")
@@ -189,26 +233,34 @@ def regionprops(
     intensity: Any = None,
     min_size: int | None = None,
     max_size: int | None = None,
+    spacing: tuple[float, ...] | None = None,
+    largest_k: int | None = None,
+    order: str = "raster",
     backend: str = "auto",
     algorithm: str | None = None,
 ):
     """Statistics of the connected components of ``x``, one row per label, as a pandas DataFrame.
 
     The rows follow the labels of :func:`label` with the same arguments (1..n, filtered by
-    ``min_size`` / ``max_size`` like there). Columns, in scikit-image's ``regionprops_table``
-    style: ``label``, ``area`` (voxel count), ``bbox-0`` .. ``bbox-{2*ndim-1}`` (min corner, then
-    exclusive max corner), ``centroid-0`` .. ``centroid-{ndim-1}``; with ``intensity`` (an array
-    of the same shape) also ``intensity_sum``, ``intensity_mean``, ``intensity_min`` and
-    ``intensity_max``. A numpy or CuPy array is computed in one piece; a dask array chunk by
-    chunk through the pipeline (statistics are combined across chunk borders, never recomputed
-    from the labels). For zarr volumes use ``label_zarr(..., stats=...)``.
+    ``min_size``, ``max_size`` and ``largest_k`` and numbered by ``order`` like there).
+    Columns, those of scikit-image's ``regionprops_table`` with ``spacing`` (default 1 per
+    axis): ``label``, ``area`` (physical volume), ``num_pixels`` (voxel count), ``bbox-*`` (min
+    corner, then exclusive max corner, in voxels; with a ``spacing`` also ``bbox_scaled-*``,
+    physical), ``centroid-*``, ``inertia_tensor-i-j``, ``inertia_tensor_eigvals-*``,
+    ``axis_major_length``, ``axis_minor_length``; with ``intensity`` (an array of the same
+    shape) also ``intensity_sum``, ``intensity_mean``, ``intensity_min``, ``intensity_max`` and
+    ``intensity_std``. A numpy or CuPy array is computed in one piece; a dask array chunk by
+    chunk through the pipeline (sums are combined across chunk borders, never recomputed from
+    the labels). For zarr volumes use ``label_zarr(..., stats=...)``.
     """
     from tilelabel.pipeline import stats as stats_mod
 
     x, conn = _prepare(x, connectivity, structure, "regionprops")
     if intensity is not None and tuple(intensity.shape) != tuple(x.shape):
         raise ValueError(f"intensity shape {tuple(intensity.shape)} differs from {tuple(x.shape)}")
-    opts = _size_filter(min_size, max_size, table=True, intensity=intensity is not None)
+    opts = _size_filter(
+        x, min_size, max_size, largest_k, order, True, intensity is not None, spacing
+    )
     if _is_dask(x):
         import dask.array as da
 
@@ -219,7 +271,14 @@ def regionprops(
             intensity = da.from_array(np.asarray(intensity), chunks=x.chunks)
         labeler = Labeler(resolve_backend(backend), conn, algorithm)
         return regionprops_dask(
-            x, labeler=labeler, intensity=intensity, min_size=min_size, max_size=max_size
+            x,
+            labeler=labeler,
+            intensity=intensity,
+            min_size=min_size,
+            max_size=max_size,
+            spacing=opts.spacing,
+            largest_k=largest_k,
+            order=order,
         )
     name = "cuda" if _is_cupy(x) else resolve_backend(backend)
     if not _is_cupy(x):
@@ -229,5 +288,5 @@ def regionprops(
     be = get_backend(name)
     bound = conn_mod.max_components(tuple(x.shape), conn)
     labels, n = be.label(x, connectivity=conn, dtype=label_dtype(bound), algorithm=algorithm)
-    stats = be.label_stats(labels, n, (0,) * x.ndim, intensity)
+    stats = be.label_stats(labels, n, (0,) * x.ndim, intensity, moments=True)
     return stats_mod.to_frame(stats_mod.table_of(stats, opts))

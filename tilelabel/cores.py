@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
 
 def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity where the system keeps one, else
-    every core of the machine.
+    """The cores this process may run on: the fewest of the machine's, its CPU affinity's and
+    its cgroup CPU quota's (rounded up), as ``dask.system.cpu_count`` counts them.
 
     ``os.cpu_count()`` counts the whole machine, also inside a Slurm job's cpuset, under
-    ``taskset`` or in a container limited to some cores. A pool sized by it on a 128-core
-    node whose job has 16 of them would run 8 threads per core in every worker process.
+    ``taskset`` or in a container limited to some cores or to a CPU quota (a 4-CPU pod on a
+    64-core node). A pool sized by it would run many threads per core in every worker process.
     """
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
+    from dask.system import cpu_count
+
+    return max(1, cpu_count())

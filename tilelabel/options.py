@@ -220,8 +220,8 @@ class Options:
     )
     cluster: dict[str, Any] | None = option(
         None,
-        "the cluster that runs it: a mapping with a kind (local, local-cuda, scheduler, slurm) "
-        "and that kind's keys",
+        "the cluster that runs it: a mapping with a kind (local, local-cuda, scheduler, slurm, "
+        "pbs, lsf, sge, htcondor, slurm-runner) and that kind's keys",
         doc="Used where ``client`` and ``scheduler`` are not given (see "
         ":mod:`tilelabel.cluster.kinds` for the keys).",
         check=check_cluster,
@@ -247,6 +247,16 @@ class Options:
         check=v.text("a path or URL of a zarr array of the input's shape"),
         flags=[flag("--intensity", metavar="ZARR")],
     )
+    spacing: tuple[float, ...] | None = option(
+        None,
+        "physical size of a voxel along each axis, for the statistics' area, centroids, boxes "
+        "and moments (default: an OME-Zarr input's scale, else 1)",
+        doc="As scikit-image's ``regionprops_table(spacing=...)``: ``area``, ``centroid-*``, the "
+        "inertia tensor, its eigenvalues and the axis lengths are physical; ``bbox-*`` stays in "
+        "voxels and ``bbox_scaled-*`` is the box in physical units.",
+        check=v.spacing,
+        flags=[flag("--spacing", type=parsed(v.spacing), metavar="Z,Y,X")],
+    )
     min_size: int | None = option(
         None,
         "drop components of fewer than N voxels",
@@ -260,6 +270,23 @@ class Options:
         "drop components of more than N voxels",
         check=v.voxels,
         flags=[flag("--max-size", type=int, metavar="N")],
+    )
+    largest_k: int | None = option(
+        None,
+        "keep only the K largest components (after --min-size / --max-size)",
+        doc="As cc3d's ``largest_k``: of equal sizes, the one whose first voxel comes first in "
+        "raster order counts as the larger. The kept components are numbered as ``order`` says.",
+        check=v.index,
+        flags=[flag("--largest-k", type=int, metavar="K")],
+    )
+    order: str = option(
+        "raster",
+        "numbering of the components: raster (scipy's: by first voxel, the default) or size "
+        "(largest first; over chunks, with --largest-k)",
+        doc="``size`` numbers the largest component 1 (ITK's ``RelabelComponent``); of equal "
+        "sizes, the one whose first voxel comes first gets the smaller label.",
+        check=v.choice("raster", "size"),
+        flags=[flag("--order", choices=("raster", "size"))],
     )
     keep_labels: int | None = option(
         None,

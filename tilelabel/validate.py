@@ -100,6 +100,24 @@ def sizes(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in value)
 
 
+def spacing(value: Any) -> tuple[float, ...]:
+    """Positive finite numbers, one per axis: a list, a tuple or ``"2,0.5,0.5"``."""
+    import math
+
+    what = "positive numbers, one per axis, e.g. [2.0, 0.5, 0.5]"
+    if isinstance(value, str):
+        value = [v for v in value.replace(" ", "").split(",") if v]
+    if not isinstance(value, list | tuple) or not value or any(isinstance(v, bool) for v in value):
+        raise ValueError(what)
+    try:
+        out = tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(what) from None
+    if not all(math.isfinite(v) and v > 0 for v in out):
+        raise ValueError(what)
+    return out
+
+
 def byte_count(value: Any) -> int:
     """A number of bytes: an integer >= 0 or a size such as ``512MB`` or ``4 GiB``."""
     what = "a number of bytes (an integer >= 0, or a size such as 512MB or 4GiB)"

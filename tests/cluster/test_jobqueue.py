@@ -1,4 +1,5 @@
-"""Slurm through dask-jobqueue: the job scripts the shipped config generates."""
+"""Batch systems through dask-jobqueue: the job scripts each kind generates (a real Slurm runs
+them where one can be started here), a site's jobqueue.yaml, and one-allocation runs."""
 
 from __future__ import annotations
 
@@ -42,26 +43,26 @@ def test_slurm_gpu_job_script():
 
 def test_slurm_gpu_workers_per_gpu():
     base = {"kind": "slurm", "gpus": 2, "cores": 8, "memory": "64GiB"}
-    kwargs = jobqueue.slurm_kwargs({**base, "workers_per_gpu": 2})
+    kwargs = jobqueue.batch_kwargs({**base, "workers_per_gpu": 2})
     assert kwargs["processes"] == 4 and kwargs["cores"] == 8
     assert kwargs["worker_extra_args"][-2:] == ["--workers-per-gpu", "2"]
     assert "--gres=gpu:2" in kwargs["job_extra_directives"]
     # more workers than cores: the job asks for a core per worker
-    kwargs = jobqueue.slurm_kwargs({**base, "workers_per_gpu": 8})
+    kwargs = jobqueue.batch_kwargs({**base, "workers_per_gpu": 8})
     assert kwargs["processes"] == 16 and kwargs["cores"] == 16
     # at most 16 per GPU by default, at least one
-    assert jobqueue.slurm_kwargs({**base, "cores": 64, "gpus": 1})["processes"] == 16
-    assert jobqueue.slurm_kwargs({**base, "cores": 1})["processes"] == 2
+    assert jobqueue.batch_kwargs({**base, "cores": 64, "gpus": 1})["processes"] == 16
+    assert jobqueue.batch_kwargs({**base, "cores": 1})["processes"] == 2
     spec = config.validate({"cluster": {**base, "workers_per_gpu": 3}})["cluster"]
     assert jobqueue.workers_per_job(spec) == 6
 
 
 def test_gpu_jobs_fit_their_workers_to_the_gpus_unless_told_how_many():
     base = {"kind": "slurm", "gpus": 2, "cores": 8, "memory": "64GiB"}
-    assert "--fit-memory" in jobqueue.slurm_kwargs(base)["worker_extra_args"]
+    assert "--fit-memory" in jobqueue.batch_kwargs(base)["worker_extra_args"]
     assert (
         "--fit-memory"
-        not in jobqueue.slurm_kwargs({**base, "workers_per_gpu": 4})["worker_extra_args"]
+        not in jobqueue.batch_kwargs({**base, "workers_per_gpu": 4})["worker_extra_args"]
     )
 
 
@@ -130,9 +131,126 @@ def test_cpu_job_script_and_options():
 
 
 def test_defaults():
-    kwargs = jobqueue.slurm_kwargs({"kind": "slurm"})
+    kwargs = jobqueue.batch_kwargs({"kind": "slurm"})
     assert kwargs["cores"] == 1 and kwargs["processes"] == 1 and kwargs["memory"] == "4GiB"
     assert "scale" not in kwargs and "kind" not in kwargs
+
+
+def script_of(kind: str, **keys) -> str:
+    spec = config.validate({"cluster": {"kind": kind, **keys}})["cluster"]
+    return jobqueue.job_script(spec)
+
+
+def header(script: str, prefix: str) -> list[str]:
+    return [line[len(prefix) :].strip() for line in script.splitlines() if line.startswith(prefix)]
+
+
+GPU_JOB = {"gpus": 2, "cores": 8, "memory": "64GiB", "workers_per_gpu": 2, "queue": "gpuq"}
+
+
+@pytest.mark.parametrize(
+    "kind, prefix, gpu_directive",
+    [
+        ("slurm", "#SBATCH", "--gres=gpu:2"),
+        ("pbs", "#PBS", "-l select=1:ncpus=8:mem=64GB:ngpus=2"),
+        ("lsf", "#BSUB", '-gpu "num=2"'),
+        ("sge", "#$", "-l gpu=2"),
+    ],
+)
+def test_gpu_job_scripts_of_every_batch_system(kind, prefix, gpu_directive):
+    """The same GPU workers on every batch system: only the GPU directive differs."""
+    script = script_of(kind, **GPU_JOB)
+    assert gpu_directive in header(script, prefix)
+    line = worker_line(script)
+    assert re.search(r" -m tilelabel.cluster.gpu_worker tcp://\S+ ", line), line
+    assert "--nthreads 2" in line and "--workers-per-gpu 2" in line and "--nworkers" not in line
+    assert "--memory-limit 16.00GiB" in line  # 64 GiB over the job's 4 workers
+    assert (
+        jobqueue.workers_per_job(config.validate({"cluster": {"kind": kind, **GPU_JOB}})["cluster"])
+        == 4
+    )
+
+
+def test_htcondor_job_script():
+    """HTCondor: a submit description (request_gpus) and the same worker command."""
+    job = {k: v for k, v in GPU_JOB.items() if k != "queue"}  # HTCondor has no queues
+    script = script_of("htcondor", disk="2GiB", **job)
+    assert re.search(r"^request_gpus = 2$", script, re.M), script
+    assert re.search(r"^RequestCpus = MY.DaskWorkerCores$", script, re.M)
+    assert "tilelabel.cluster.gpu_worker" in script and "--workers-per-gpu 2" in script
+    cpu = script_of("htcondor", disk="2GiB", cores=4, memory="8GiB")
+    assert "request_gpus" not in cpu and "--nworkers 4" in cpu and "--nthreads 1" in cpu
+
+
+def test_cpu_job_scripts_of_every_batch_system():
+    for kind, prefix in (("pbs", "#PBS"), ("lsf", "#BSUB"), ("sge", "#$")):
+        script = script_of(kind, cores=4, memory="8GiB", walltime="01:00:00", queue="q")
+        assert any("q" == d.split()[-1] for d in header(script, prefix)), script
+        line = worker_line(script)
+        assert "distributed.cli.dask_worker" in line and "--nworkers 4" in line
+        assert "--nthreads 1" in line and not any("gpu" in d for d in header(script, prefix))
+
+
+def test_kind_keys_are_checked():
+    bad = [
+        ({"kind": "pbs", "account": 3}, "cluster.account"),
+        ({"kind": "lsf", "account": "x"}, "unknown key 'cluster.account' for kind lsf"),
+        ({"kind": "htcondor", "job_extra_directives": ["a"]}, "cluster.job_extra_directives"),
+        ({"kind": "slurm-runner", "cores": 2}, "unknown key 'cluster.cores'"),
+        ({"kind": "htcondor", "queue": "q"}, "unknown key 'cluster.queue' for kind htcondor"),
+        ({"kind": "torque"}, "slurm, pbs, lsf, sge, htcondor, slurm-runner"),
+    ]
+    for section, message in bad:
+        with pytest.raises(config.ConfigError, match=re.escape(message)):
+            config.validate({"cluster": section})
+
+
+SITE = """
+jobqueue:
+  slurm:
+    cores: 6
+    memory: 24GiB
+    account: site-account
+    job-extra-directives: ["--qos=high", "--constraint=skylake"]
+    worker-extra-args: ["--lifetime", "55m"]
+"""
+
+SITE_SCRIPTS = """
+import json
+from tilelabel.cluster import jobqueue
+print(json.dumps([
+    jobqueue.job_script({"kind": "slurm"}),
+    jobqueue.job_script({"kind": "slurm", "gpus": 2, "workers_per_gpu": 1}),
+    jobqueue.job_script({"kind": "slurm", "cores": 2, "job_extra_directives": ["--qos=low"]}),
+]))
+"""
+
+
+def test_a_site_jobqueue_yaml_is_honoured(tmp_path):
+    """A site's jobqueue.yaml, where dask finds it (DASK_CONFIG): every key the cluster section
+    leaves out comes from there, GPU jobs add their directive to the site's, and a key the
+    section gives wins."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "jobqueue.yaml").write_text(SITE)
+    env = {**os.environ, "DASK_CONFIG": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", SITE_SCRIPTS], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    cpu, gpu, own = json.loads(done.stdout)
+    d = directives(cpu)
+    assert {"--qos=high", "--constraint=skylake", "-A site-account"} <= set(d)
+    assert "--cpus-per-task=6" in d and "--mem=24G" in d
+    assert "--nworkers 6" in worker_line(cpu) and "--lifetime 55m" in worker_line(cpu)
+    d = directives(gpu)
+    assert {"--qos=high", "--constraint=skylake", "--gres=gpu:2"} <= set(d)
+    assert "--lifetime 55m" in worker_line(gpu) and "--workers-per-gpu 1" in worker_line(gpu)
+    d = directives(own)
+    assert "--qos=low" in d and "--qos=high" not in d and "--cpus-per-task=2" in d
 
 
 # --- a real single-node Slurm (Debian's slurm-wlm and munge), started here when available ---
@@ -292,3 +410,47 @@ def test_label_through_real_slurm_jobs(slurm, tmp_path, capsys):
         30,
         f"the dask job to leave the queue ({squeue})",
     )
+
+
+def test_label_in_one_slurm_allocation(slurm, tmp_path):
+    """kind slurm-runner: srun runs the command in 4 tasks of one allocation; task 0 becomes
+    the scheduler, task 1 the run and the others workers (dask-jobqueue's SLURMRunner). Every
+    task exits once the run is done, and only the run's writes the output."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+    import zarr
+    from scipy import ndimage
+
+    from tests.cluster.test_local import shipped
+    from tests.conftest import write_zarr
+    from tilelabel.synth import random_volume
+
+    img = random_volume((40, 36, 30), 0.3, 1, seed=32)
+    write_zarr(tmp_path / "sample.zarr", img, (10, 12, 10))
+    # the shipped config, its relative paths naming tmp_path's files as they name a checkout's
+    cfg = shipped("slurm-runner.yaml", tmp_path, chunks=[20, 12, 10], cluster={"wait_timeout": 120})
+    done = subprocess.run(
+        ["srun", "-p", slurm, "-n", "4", "--overcommit", "--mem=0", "-t", "10",
+         sys.executable, "-m", "tilelabel.cli", "label", "--config", str(cfg), "-q"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("components in 43,200 voxels") == 1, done.stdout
+    np.testing.assert_array_equal(
+        zarr.open_array(str(tmp_path / "labels.zarr"))[...],
+        ndimage.label(img, np.ones((3, 3, 3)))[0],
+    )
+
+
+def test_slurm_runner_outside_an_allocation_says_so(tmp_path, monkeypatch, capsys):
+    from tilelabel.cli import main
+
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    cfg = tmp_path / "runner.yaml"
+    cfg.write_text("cluster: {kind: slurm-runner}\n")
+    assert main(["label", "--config", str(cfg), "in.zarr", "out.zarr"]) != 0
+    assert "in every task of an srun" in capsys.readouterr().err

@@ -33,28 +33,49 @@ def sample(where: Path, shape=(48, 40, 36), chunks=(16, 20, 12), seed=4) -> np.n
 
 
 def shipped(name: str, tmp_path: Path, **changes) -> Path:
-    """A shipped config, copied with some values changed (e.g. the scheduler address)."""
+    """A shipped config, copied into ``tmp_path/configs`` (its relative paths name files in
+    ``tmp_path``, as in a checkout) with some values changed (e.g. the scheduler address)."""
     raw = yaml.safe_load((CONFIGS / name).read_text())
     for key, value in changes.items():
         if isinstance(value, dict):
             raw[key] = {**raw[key], **value}
         else:
             raw[key] = value
-    out = tmp_path / name
+    out = tmp_path / "configs" / name
+    out.parent.mkdir(exist_ok=True)
     out.write_text(yaml.safe_dump(raw))
     return out
 
 
 def test_local_cpu_config_runs_as_shipped(tmp_path, monkeypatch, capsys):
-    """configs/local-cpu.yaml unchanged (relative paths), on a LocalCluster it starts itself;
-    the dashboard address is printed, and no progress bar shows when stderr is not a terminal."""
-    monkeypatch.chdir(tmp_path)
+    """configs/local-cpu.yaml unchanged, on a LocalCluster it starts itself, run from another
+    folder: its relative paths are the config's. The dashboard address is printed, and no
+    progress bar shows when stderr is not a terminal."""
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
     img = sample(tmp_path, chunks=(16, 16, 16))
-    assert run("label", "--config", CONFIGS / "local-cpu.yaml") == 0
+    assert run("label", "--config", shipped("local-cpu.yaml", tmp_path)) == 0
     err = capsys.readouterr().err
     assert "local dask cluster of 2 workers, dashboard at http" in err
     assert "labeling:" not in err and "%|" not in err
-    np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
+    labels = zarr.open_array(str(tmp_path / "labels.zarr"))[...]
+    np.testing.assert_array_equal(labels, ndimage.label(img, FULL3)[0])
+    assert not list((tmp_path / "elsewhere").iterdir())
+
+
+def test_config_paths_are_relative_to_the_file_and_flags_to_the_folder(tmp_path, monkeypatch):
+    cfg = tmp_path / "runs" / "a.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text(
+        "input: in.zarr\noutput: s3://bucket/out.zarr\nstats: t/stats.parquet\n"
+        "intensity: /abs/img.zarr\ncluster: {kind: scheduler, address: sched.json}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    opts = config.load("runs/a.yaml")
+    runs = str(tmp_path / "runs")
+    assert opts["input"] == f"{runs}/in.zarr" and opts["stats"] == f"{runs}/t/stats.parquet"
+    assert opts["output"] == "s3://bucket/out.zarr" and opts["intensity"] == "/abs/img.zarr"
+    assert opts["cluster"]["address"] == f"{runs}/sched.json"
 
 
 def test_scheduler_config_runs(tmp_path, cluster, monkeypatch):
@@ -69,7 +90,8 @@ def test_scheduler_config_runs(tmp_path, cluster, monkeypatch):
     )
     assert config.load(cfg)["cluster"]["kind"] == "scheduler"
     assert run("label", "--config", cfg, "-q") == 0
-    np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
+    labels = zarr.open_array(str(tmp_path / "labels.zarr"))[...]
+    np.testing.assert_array_equal(labels, ndimage.label(img, FULL3)[0])
 
 
 def test_flags_override_the_cluster_section(tmp_path, cluster, monkeypatch, capsys):
@@ -115,11 +137,12 @@ def test_local_gpu_config_runs(tmp_path, monkeypatch):
 
     if not cuda_available() or importlib.util.find_spec("dask_cuda") is None:
         pytest.skip("needs a usable GPU and dask-cuda")
-    monkeypatch.chdir(tmp_path)
     img = sample(tmp_path)
-    assert config.load(CONFIGS / "local-gpu.yaml")["cluster"] == {"kind": "local-cuda"}
-    assert run("label", "--config", CONFIGS / "local-gpu.yaml", "--chunks", "16,20,12", "-q") == 0
-    np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
+    cfg = shipped("local-gpu.yaml", tmp_path)
+    assert config.load(cfg)["cluster"] == {"kind": "local-cuda"}
+    assert run("label", "--config", cfg, "--chunks", "16,20,12", "-q") == 0
+    labels = zarr.open_array(str(tmp_path / "labels.zarr"))[...]
+    np.testing.assert_array_equal(labels, ndimage.label(img, FULL3)[0])
 
 
 @pytest.mark.gpu
@@ -143,6 +166,7 @@ def test_every_shipped_config_is_tested():
         "local-gpu.yaml",
         "scheduler.yaml",
         "slurm-gpu.yaml",
+        "slurm-runner.yaml",  # tests/cluster/test_jobqueue.py runs it under a real Slurm
     ]
 
 

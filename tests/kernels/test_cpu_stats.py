@@ -12,7 +12,7 @@ from skimage.measure import regionprops_table
 from tests.cases import families
 from tilelabel.kernels.backends import get_backend
 from tilelabel.kernels.cpu_ops import first_indices
-from tilelabel.kernels.cpu_stats import label_stats, label_stats_first
+from tilelabel.kernels.cpu_stats import label_stats, label_stats_first, pairs
 from tilelabel.synth import random_volume
 
 PROPS = ("label", "area", "bbox", "centroid")
@@ -225,3 +225,45 @@ def test_float_and_nan_intensity_sums_in_raster_order():
 def test_first_indices_without_labels():
     stats, first = label_stats_first(np.zeros((3, 4, 5), np.uint64), 0)
     assert first.shape == (0,) and first.dtype == np.int64 and stats["count"].shape == (0, 1)
+
+
+def brute_moments(lab, n, offset, intensity=None):
+    """Sums of products of global coordinates (label_stats' ``m2``, axis pairs in upper-triangle
+    order) and of squared intensities, voxel by voxel, in exact integers."""
+    flat = lab.reshape(-1)
+    fg = flat != 0
+    idx = flat[fg] - 1
+    coords = np.stack(np.unravel_index(np.flatnonzero(fg), lab.shape), axis=1)
+    coords = coords.astype(np.int64) + np.asarray(offset, np.int64)
+    cols = [coords[:, a] * coords[:, b] for a, b in pairs(lab.ndim)]
+    m2 = np.zeros((n, len(cols)), np.int64)
+    for k, c in enumerate(cols):
+        np.add.at(m2[:, k], idx, c)
+    out = {"m2": m2.astype(np.float64)}
+    if intensity is not None:
+        v = intensity.reshape(-1)[fg].astype(np.float64)
+        out["isq"] = np.zeros((n, 1))
+        np.add.at(out["isq"][:, 0], idx, v * v)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_moments_against_brute_force(seed):
+    # sums of coordinate products from the run-by-run pass, made global with an offset: exact
+    # while they stay below 2**53, as here
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        ndim = int(rng.integers(2, 4))
+        shape = tuple(int(s) for s in rng.integers(1, 9, ndim - 1)) + (int(rng.integers(1, 90)),)
+        lab, n = random_labels(
+            rng, shape, int(rng.integers(1, 7)), rng.random(), int(rng.choice([1, 2, 5, 40]))
+        )
+        intensity = rng.integers(0, 120, shape).astype(np.int16)
+        offset = tuple(int(o) for o in rng.integers(0, 5000, ndim))
+        want = brute_moments(lab, n, offset, intensity)
+        got = label_stats(lab.astype(np.uint32), n, offset, intensity, moments=True)
+        np.testing.assert_array_equal(got["m2"], want["m2"])
+        np.testing.assert_array_equal(got["isq"], want["isq"])
+        got = label_stats(lab.astype(np.uint64), n, None, None, moments=True)
+        assert "isq" not in got
+        np.testing.assert_array_equal(got["m2"], brute_moments(lab, n, (0,) * ndim)["m2"])

@@ -27,19 +27,19 @@ pytestmark = [
 ]
 
 
-def gpu_stats(labels, n, offset=None, intensity=None):
+def gpu_stats(labels, n, offset=None, intensity=None, moments=False):
     import cupy as cp
 
     from tilelabel.kernels.gpu_stats import label_stats_device
 
-    return label_stats_device(cp.asarray(labels), n, offset, intensity)
+    return label_stats_device(cp.asarray(labels), n, offset, intensity, moments)
 
 
 def same(got, want):
     assert set(got) == set(want)
     for k, v in want.items():
         assert got[k].shape == v.shape and got[k].dtype == v.dtype, k
-        if k == "isum":
+        if k in ("isum", "isq"):
             np.testing.assert_allclose(got[k], v, rtol=1e-12, atol=1e-9, err_msg=k)
         else:
             np.testing.assert_array_equal(got[k], v, err_msg=k)
@@ -54,6 +54,13 @@ def test_case_families_equal_cpu(ndim, dtype):
         intensity = np.random.default_rng(n).normal(0, 10, img.shape)
         same(gpu_stats(labels, n), label_stats(labels, n))
         same(gpu_stats(labels, n, None, intensity), label_stats(labels, n, None, intensity))
+        # second moments: exact sums of coordinate products, made global as on the CPU
+        off = (7, 11, 300)[-ndim:]
+        same(
+            gpu_stats(labels, n, off, intensity, moments=True),
+            label_stats(labels, n, off, intensity, moments=True),
+        )
+        same(gpu_stats(labels, n, None, None, True), label_stats(labels, n, None, None, True))
 
 
 @pytest.mark.parametrize(
@@ -83,6 +90,10 @@ def test_big_components_and_row_shapes(shape):
         labels, n = ndimage.label(img, np.ones((3,) * len(shape)))
         intensity = np.arange(img.size, dtype=np.float64).reshape(shape) % 13
         same(gpu_stats(labels, n, None, intensity), label_stats(labels, n, None, intensity))
+        same(
+            gpu_stats(labels, n, None, intensity, moments=True),
+            label_stats(labels, n, None, intensity, moments=True),
+        )
 
 
 def test_backend_and_pipeline_on_gpu():
@@ -107,7 +118,7 @@ def test_backend_and_pipeline_on_gpu():
     for df in (gpu, gpu_cp, lazy):
         assert list(df.columns) == list(cpu.columns) and len(df) == len(cpu) == int(m)
         for c in cpu.columns:
-            if c in ("intensity_sum", "intensity_mean") or c.startswith("centroid"):
+            if c.startswith(("intensity_sum", "intensity_mean", "intensity_std", "centroid")):
                 np.testing.assert_allclose(df[c], cpu[c], rtol=1e-12)
             else:
                 np.testing.assert_array_equal(df[c], cpu[c])

@@ -20,10 +20,13 @@ from tests.conftest import write_zarr
 from tilelabel.cli import main
 from tilelabel.config import ConfigError, validate
 from tilelabel.connectivity import CONNECTIVITIES, structure
+from tilelabel.measure import PROPERTIES
+from tilelabel.pipeline.stats import columns
 from tilelabel.synth import random_volume
 
-PROPS = ("label", "area", "bbox", "centroid")
-IPROPS = PROPS + ("intensity_mean", "intensity_min", "intensity_max")
+#: every property tilelabel's table shares with scikit-image's
+IPROPS = PROPERTIES
+PROPS = tuple(p for p in PROPERTIES if not p.startswith("intensity"))
 
 
 def reference(img, conn, min_size=None, max_size=None):
@@ -40,43 +43,58 @@ def reference(img, conn, min_size=None, max_size=None):
     return ndimage.label(np.isin(labels, np.flatnonzero(keep) + 1), structure(img.ndim, conn))
 
 
-def check_table(df, labels, intensity=None):
+def check_table(df, labels, intensity=None, spacing=None):
+    """The table equals scikit-image's regionprops_table of the labels (with ``spacing``):
+    exact for labels, counts and boxes, to float tolerance for what is computed from sums."""
     n = int(labels.max(initial=0))
     ndim = labels.ndim
-    names = ["label", "area", *(f"bbox-{i}" for i in range(2 * ndim))]
-    names += [f"centroid-{i}" for i in range(ndim)]
-    if intensity is not None:
-        names += ["intensity_sum", "intensity_mean", "intensity_min", "intensity_max"]
-    assert list(df.columns) == names
+    assert list(df.columns) == columns(ndim, intensity is not None, spacing)
     assert len(df) == n
     if n == 0:
         return
     ref = regionprops_table(
-        labels, intensity_image=intensity, properties=IPROPS if intensity is not None else PROPS
+        labels,
+        intensity_image=intensity,
+        properties=IPROPS if intensity is not None else PROPS,
+        spacing=spacing,
     )
     for col, want in ref.items():
         got = df[col].to_numpy()
-        if col.startswith(("centroid", "intensity_mean")):
-            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=col)
-        else:
+        if col.startswith(("label", "num_pixels", "bbox")):
             np.testing.assert_array_equal(got, want, err_msg=col)
+        elif col.startswith("axis_"):
+            # the square root of a sum of eigenvalues: where that is 0 (a flat component),
+            # both sides hold the root of rounding noise; their squares agree
+            big = max(1.0, float(np.max(want)) ** 2)
+            np.testing.assert_allclose(got**2, want**2, rtol=1e-9, atol=1e-9 * big, err_msg=col)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9, err_msg=col)
+    if spacing is not None:
+        for i in range(2 * ndim):
+            np.testing.assert_allclose(df[f"bbox_scaled-{i}"], ref[f"bbox-{i}"] * spacing[i % ndim])
     if intensity is not None:
         sums = ndimage.sum_labels(intensity.astype(np.float64), labels, np.arange(1, n + 1))
         np.testing.assert_allclose(df["intensity_sum"].to_numpy(), sums, rtol=1e-12)
 
 
-def lazy_case(img, chunks, conn, intensity=None, min_size=None, max_size=None):
+def lazy_case(img, chunks, conn, intensity=None, min_size=None, max_size=None, spacing=None):
     ref, rn = reference(img, conn, min_size, max_size)
     x = da.from_array(img, chunks=chunks)
     with dask.config.set(scheduler="sync"):
         df = tilelabel.regionprops(
-            x, conn, intensity=intensity, min_size=min_size, max_size=max_size, backend="cpu"
+            x,
+            conn,
+            intensity=intensity,
+            min_size=min_size,
+            max_size=max_size,
+            spacing=spacing,
+            backend="cpu",
         )
         labels, n = tilelabel.label(x, conn, backend="cpu", min_size=min_size, max_size=max_size)
         labels, n = dask.compute(labels, n)
     assert int(n) == rn
     np.testing.assert_array_equal(labels, ref)
-    check_table(df, ref, intensity)
+    check_table(df, ref, intensity, spacing)
 
 
 @pytest.mark.parametrize(
@@ -93,7 +111,8 @@ def lazy_case(img, chunks, conn, intensity=None, min_size=None, max_size=None):
 def test_lazy_stats_any_chunking(shape, chunks, conn):
     img = random_volume(shape, 0.15 if len(shape) == 3 else 0.4, 1, seed=sum(chunks))
     intensity = np.random.default_rng(conn).normal(10, 3, shape)
-    lazy_case(img, chunks, conn, intensity)
+    spacing = (2.0, 0.5, 0.75)[-len(shape) :] if conn in (26, 8) else None
+    lazy_case(img, chunks, conn, intensity, spacing=spacing)
 
 
 @pytest.mark.parametrize(
@@ -270,3 +289,23 @@ def test_config_keys():
     assert opts == {"stats": "s.parquet", "min_size": 5, "max_size": 9, "intensity": "i.zarr"}
     with pytest.raises(ConfigError, match="min_size"):
         validate({"min_size": -1})
+
+
+def test_spacing_keys_flags_and_refusals(tmp_path, client, capsys):
+    opts = validate({"spacing": "2,0.5,0.5", "largest-k": 3, "order": "size", "stats": "s.pq"})
+    assert opts["spacing"] == (2.0, 0.5, 0.5) and opts["largest_k"] == 3
+    for bad in ([1, 0], [1, "a"], [], [True, 1], [1, float("inf")]):
+        with pytest.raises(ConfigError, match="positive numbers, one per axis"):
+            validate({"spacing": bad})
+    img = random_volume((24, 24, 24), 0.15, 1, seed=4)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    path = tmp_path / "s.parquet"
+    sched = ["--scheduler", client.scheduler.address, "-q"]
+    args = ["label", src, str(tmp_path / "out.zarr"), "--stats", str(path), "--spacing", "2,1,0.5"]
+    assert main([*args, *sched]) == 0
+    check_table(pd.read_parquet(path), reference(img, 26)[0], spacing=(2.0, 1.0, 0.5))
+    assert main(["label", src, str(tmp_path / "o2.zarr"), "--spacing", "2,1,0.5", *sched]) == 2
+    assert "spacing is only used by the statistics" in capsys.readouterr().err
+    args = ["label", src, str(tmp_path / "o3.zarr"), "--stats", str(path), "--spacing", "2,1"]
+    assert main([*args, *sched]) == 2
+    assert "has 2 values for 3 axes" in capsys.readouterr().err

@@ -140,3 +140,30 @@ def test_bad_selections(tmp_path, client):
     with pytest.raises(ValueError, match="bad label name"):
         tilelabel.label_zarr(image, None, channel=0, timepoint=0, ome_labels="a/b", client=client)
     assert "labels" not in zarr.open_group(image, mode="r")
+
+
+def test_statistics_take_the_image_scale(tmp_path, client):
+    """The table's physical columns use the image's scale as spacing unless one is given."""
+    from skimage.measure import regionprops_table
+
+    data = random_volume((16, 20, 24), 0.2, 1, seed=6).astype(np.uint8)
+    image = ome_image(tmp_path / "img.zarr", data, "zyx", (8, 10, 12))
+    # a voxel of 2 x 0.5 x 0.25 (um, say): every level's scale, as a microscope's image has it
+    group = zarr.open_group(image, mode="r+")
+    multiscales = group.attrs["multiscales"]
+    for ds in multiscales[0]["datasets"]:
+        for t in ds["coordinateTransformations"]:
+            if t["type"] == "scale":
+                t["scale"] = [a * b for a, b in zip(t["scale"], (2.0, 0.5, 0.25), strict=True)]
+    group.attrs["multiscales"] = multiscales
+    ref = ndimage.label(data, np.ones((3, 3, 3)))[0]
+    props = ("area", "centroid", "axis_major_length")
+    for given, spacing in ((None, (2.0, 0.5, 0.25)), ((1.0, 1.0, 3.0), (1.0, 1.0, 3.0))):
+        out = str(tmp_path / f"out-{given}.zarr")
+        n, df = tilelabel.label_zarr(
+            image, out, stats=True, spacing=given, client=client, backend="cpu"
+        )
+        want = regionprops_table(ref, properties=props, spacing=spacing)
+        for col, w in want.items():
+            np.testing.assert_allclose(df[col], w, rtol=1e-9, atol=1e-6, err_msg=col)
+        np.testing.assert_allclose(df["bbox_scaled-3"], df["bbox-3"] * spacing[0])

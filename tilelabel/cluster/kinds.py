@@ -12,6 +12,27 @@ from tilelabel import validate as v
 
 _text = v.text("a string")
 
+#: the keys every batch kind takes (dask-jobqueue's, and tilelabel's own: gpus,
+#: workers_per_gpu, scale, wait_timeout); keys left out come from the site's jobqueue config
+_BATCH: dict[str, v.Check] = {
+    "queue": _text,
+    "walltime": _text,
+    "cores": v.positive_int,
+    "memory": _text,
+    "processes": v.positive_int,
+    "gpus": v.index,
+    "workers_per_gpu": v.positive_int,
+    "scale": v.positive_int,
+    "wait_timeout": v.positive_number,
+    "interface": _text,
+    "python": _text,
+    "local_directory": _text,
+    "log_directory": _text,
+    "job_extra_directives": v.strings,
+    "job_script_prologue": v.strings,
+    "worker_extra_args": v.strings,
+}
+
 #: kind -> {key: check}; ``kind`` picks where the run's workers come from
 CLUSTER_KINDS: dict[str, dict[str, v.Check]] = {
     # a LocalCluster of single-threaded worker processes
@@ -21,27 +42,28 @@ CLUSTER_KINDS: dict[str, dict[str, v.Check]] = {
     "local-cuda": {"workers": v.positive_int, "workers_per_gpu": v.positive_int},
     # a running scheduler: ``address`` tcp://host:port, or the path of a scheduler file (.json)
     "scheduler": {"address": _text},
-    # dask-jobqueue's SLURMCluster (tilelabel.cluster.jobqueue)
-    "slurm": {
-        "queue": _text,
-        "account": _text,
-        "walltime": _text,
-        "cores": v.positive_int,
-        "memory": _text,
-        "processes": v.positive_int,
-        "gpus": v.index,
-        "workers_per_gpu": v.positive_int,
-        "scale": v.positive_int,
-        "wait_timeout": v.positive_number,
-        "interface": _text,
-        "python": _text,
+    # batch jobs through dask-jobqueue (tilelabel.cluster.jobqueue)
+    "slurm": {**_BATCH, "account": _text},
+    "pbs": {**_BATCH, "account": _text, "resource_spec": _text},
+    "lsf": {**_BATCH, "project": _text},
+    "sge": {**_BATCH, "project": _text, "resource_spec": _text},
+    # HTCondor has no queues; its extra directives are submit-description keys and values
+    "htcondor": {
+        **{k: c for k, c in _BATCH.items() if k != "queue"},
+        "disk": _text,
+        "job_extra_directives": v.mapping,
+    },
+    # scheduler, run and workers in the tasks of one Slurm allocation (dask-jobqueue's
+    # SLURMRunner): ``srun -n N tilelabel label ...``
+    "slurm-runner": {
+        "scheduler_file": _text,
+        "threads_per_worker": v.positive_int,
         "local_directory": _text,
-        "log_directory": _text,
-        "job_extra_directives": v.strings,
-        "job_script_prologue": v.strings,
-        "worker_extra_args": v.strings,
+        "wait_timeout": v.positive_number,
     },
 }
+#: the kinds whose jobs a batch system runs (tilelabel.cluster.jobqueue)
+BATCH_KINDS = ("slurm", "pbs", "lsf", "sge", "htcondor")
 REQUIRED_KEYS = {"scheduler": ("address",)}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from distributed import Client, LocalCluster
 
+from tilelabel.cluster.kinds import BATCH_KINDS
 from tilelabel.cores import usable_cores
 
 log = logging.getLogger("tilelabel")
@@ -81,7 +82,8 @@ def connect(
 
     Order: ``client``; a ``scheduler`` address (or scheduler file path); a ``cluster:`` section
     (:mod:`.kinds`: ``scheduler`` connects to its address, ``local`` and ``local-cuda`` start
-    those clusters, ``slurm`` submits dask-jobqueue jobs); the client already active in this
+    those clusters, ``slurm``, ``pbs``, ``lsf``, ``sge`` and ``htcondor`` submit dask-jobqueue
+    jobs, ``slurm-runner`` joins the tasks of its allocation); the client already active in this
     process; else ``local(work, workers=..., workers_per_gpu=...)``, the run's backend's own
     local cluster for its :class:`~tilelabel.resources.Work`. ``workers`` and
     ``workers_per_gpu`` override a local kind's own. A local cluster started here is closed in
@@ -91,10 +93,11 @@ def connect(
         yield client
         return
     kind = cluster["kind"] if cluster is not None and scheduler is None else None
-    if kind == "slurm":
-        from tilelabel.cluster.jobqueue import connect_slurm
+    if kind in BATCH_KINDS or kind == "slurm-runner":
+        from tilelabel.cluster import jobqueue
 
-        with connect_slurm(cluster) as c:
+        how = jobqueue.connect_runner if kind == "slurm-runner" else jobqueue.connect_batch
+        with how(cluster) as c:
             yield c
         return
     if kind == "scheduler":

@@ -110,14 +110,24 @@ class Backend(Protocol):
         ...
 
     def label_stats(
-        self, labels: Any, n: int, offset: tuple[int, ...], intensity: np.ndarray | None = None
+        self,
+        labels: Any,
+        n: int,
+        offset: tuple[int, ...],
+        intensity: np.ndarray | None = None,
+        moments: bool = False,
     ) -> dict[str, np.ndarray]:
-        """Per-label statistics of labels 1..n in one pass, as host arrays (see
+        """Per-label statistics of labels 1..n, as host arrays (see
         :func:`tilelabel.kernels.cpu_stats.label_stats` for the fields)."""
         ...
 
     def label_stats_first(
-        self, labels: Any, n: int, offset: tuple[int, ...], intensity: np.ndarray | None = None
+        self,
+        labels: Any,
+        n: int,
+        offset: tuple[int, ...],
+        intensity: np.ndarray | None = None,
+        moments: bool = False,
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """``(label_stats(...), first_indices(labels, n))``, in one pass where the device can."""
         ...
@@ -169,15 +179,15 @@ class CPUBackend:
 
         return apply_lut(labels, lut)
 
-    def label_stats(self, labels, n, offset, intensity=None):
+    def label_stats(self, labels, n, offset, intensity=None, moments=False):
         from tilelabel.kernels.cpu_stats import label_stats
 
-        return label_stats(labels, n, offset, intensity)
+        return label_stats(labels, n, offset, intensity, moments)
 
-    def label_stats_first(self, labels, n, offset, intensity=None):
+    def label_stats_first(self, labels, n, offset, intensity=None, moments=False):
         from tilelabel.kernels.cpu_stats import label_stats_first
 
-        return label_stats_first(labels, n, offset, intensity)
+        return label_stats_first(labels, n, offset, intensity, moments)
 
 
 def cuda_available() -> bool:

@@ -18,6 +18,12 @@ while a component's coordinate sum along an axis is below 2**63 (for example any
 volume with fewer than 2**63 / (largest coordinate) voxels: a full 50,000^3 volume still fits).
 Intensity sums, mins and maxes are float64 (exact for integer intensities below 2**53 per sum;
 float intensities are added one by one in raster order per label).
+
+Second moments (``moments=True``: what the inertia tensor needs) and intensity sums of squares
+come from a second, run-by-run pass (:func:`_moments`), made only where a table asks for them, so
+that a size filter or a table without them costs nothing more. A chunk's local sums of coordinate
+products are int64 and exact; made global (:func:`to_global`) they are float64, exact while a
+component's sum stays below 2**53 and rounded to float64's 1e-16 beyond.
 """
 
 from __future__ import annotations
@@ -228,7 +234,98 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
     _switch(V, None, cur, cur, nxt, 0, acc, out, iout)
 
 
-def empty_stats(n: int, ndim: int, intensity: bool) -> dict[str, np.ndarray]:
+@numba.njit(cache=True, nogil=True)
+def _moments(L, V, m2, isq):
+    # Run by run: a run of label l in row (z, y) adds its count times z*z, z*y and y*y, z and y
+    # times its x sum, and its sum of x*x (the columns of m2: zz, zy, zx, yy, yx, xx); with V,
+    # the squares of its intensities to isq. One pending label's sums stay in registers until
+    # another label's run turns up, as in _stats.
+    D, H, W = L.shape
+    cur = L.dtype.type(0)
+    zz = zy = zx = yy = yx = xx = 0
+    sq = 0.0
+    for z in range(D):
+        for y in range(H):
+            row = L[z, y]
+            # a row of only the pending label and background (most rows of big components) is
+            # folded in from one branch-free scan
+            rc = rsx = rsxx = oth = 0
+            for x in range(W):
+                lab = row[x]
+                m = lab == cur
+                rc += m
+                rsx += x if m else 0
+                rsxx += x * x if m else 0
+                oth += (lab != cur) & (lab != 0)
+            if oth == 0:
+                if rc == 0 or cur == 0:
+                    continue
+                zz += rc * z * z
+                zy += rc * z * y
+                zx += z * rsx
+                yy += rc * y * y
+                yx += y * rsx
+                xx += rsxx
+                if V is not None:
+                    vrow = V[z, y]
+                    for x in range(W):
+                        v = np.float64(vrow[x])
+                        sq += v * v if row[x] == cur else 0.0
+                continue
+            x = 0
+            while x < W:
+                lab = row[x]
+                if lab == 0:
+                    x += 1
+                    continue
+                a = x
+                sx = x
+                sxx = x * x
+                x += 1
+                while x < W and row[x] == lab:
+                    sx += x
+                    sxx += x * x
+                    x += 1
+                if lab != cur:
+                    if cur != 0:
+                        _flush_moments(m2, isq, np.int64(cur) - 1, zz, zy, zx, yy, yx, xx, sq)
+                    cur = lab
+                    zz = zy = zx = yy = yx = xx = 0
+                    sq = 0.0
+                c = x - a
+                zz += c * z * z
+                zy += c * z * y
+                zx += z * sx
+                yy += c * y * y
+                yx += y * sx
+                xx += sxx
+                if V is not None:
+                    vrow = V[z, y]
+                    for k in range(a, x):
+                        v = np.float64(vrow[k])
+                        sq += v * v
+    if cur != 0:
+        _flush_moments(m2, isq, np.int64(cur) - 1, zz, zy, zx, yy, yx, xx, sq)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _flush_moments(m2, isq, i, zz, zy, zx, yy, yx, xx, sq):
+    m2[i, 0] += zz
+    m2[i, 1] += zy
+    m2[i, 2] += zx
+    m2[i, 3] += yy
+    m2[i, 4] += yx
+    m2[i, 5] += xx
+    if isq is not None:
+        isq[i] += sq
+
+
+def pairs(ndim: int) -> list[tuple[int, int]]:
+    """The axis pairs of the ``m2`` columns: the upper triangle, row by row."""
+    return [(a, b) for a in range(ndim) for b in range(a, ndim)]
+
+
+def empty_stats(n: int, ndim: int, intensity: bool, moments: bool = False) -> dict[str, np.ndarray]:
     """Identity elements of every field for ``n`` labels (what a label with no voxel has)."""
     big = np.iinfo(np.int64).max
     out = {
@@ -241,12 +338,24 @@ def empty_stats(n: int, ndim: int, intensity: bool) -> dict[str, np.ndarray]:
         out["isum"] = np.zeros((n, 1), np.float64)
         out["imin"] = np.full((n, 1), np.inf)
         out["imax"] = np.full((n, 1), -np.inf)
+    if moments:
+        out["m2"] = np.zeros((n, len(pairs(ndim))), np.float64)
+        if intensity:
+            out["isq"] = np.zeros((n, 1), np.float64)
     return out
 
 
 def to_global(stats: dict[str, np.ndarray], offset) -> dict[str, np.ndarray]:
-    """Chunk-local coordinates to global ones, in place: boxes shift, sums gain offset * count."""
+    """Chunk-local coordinates to global ones, in place: boxes shift, sums gain offset * count,
+    sums of coordinate products (``m2``, float64 from here on) gain their cross terms."""
     off = np.asarray(offset, np.int64)
+    if "m2" in stats:
+        m2 = stats["m2"].astype(np.float64)
+        if off.any():
+            s, c, o = stats["csum"].astype(np.float64), stats["count"][:, 0], off.astype(float)
+            for k, (a, b) in enumerate(pairs(off.size)):
+                m2[:, k] += o[a] * s[:, b] + o[b] * s[:, a] + c * (o[a] * o[b])
+        stats["m2"] = m2
     if off.any():
         stats["lo"] += off
         stats["hi"] += off
@@ -254,15 +363,15 @@ def to_global(stats: dict[str, np.ndarray], offset) -> dict[str, np.ndarray]:
     return stats
 
 
-def _label_stats(labels, n, offset, intensity, first):
+def _label_stats(labels, n, offset, intensity, first, moments=False):
     labels = np.asarray(labels)
     ndim = labels.ndim
     if ndim not in (2, 3):
         raise ValueError(f"label_stats takes 2D or 3D labels, got {ndim}D")
     out = empty_stats(n, 3, intensity is not None)
     L = np.ascontiguousarray(labels).reshape((1,) * (3 - ndim) + labels.shape)
+    V = None
     if n and L.size:
-        V = None
         if intensity is not None:
             V = np.asarray(intensity)
             if V.shape != labels.shape:
@@ -276,33 +385,47 @@ def _label_stats(labels, n, offset, intensity, first):
         else:
             isum, imin, imax = (out[k].reshape(-1) for k in ("isum", "imin", "imax"))
             _stats(L, V, cnt, out["lo"], out["hi"], out["csum"], isum, imin, imax, first)
+    if moments:
+        m2 = np.zeros((n, 6), np.int64)
+        isq = np.zeros(n, np.float64) if intensity is not None else None
+        if n and L.size:
+            _moments(L, V, m2, isq)
+        # 2D labels lie in plane z = 0: their pairs are the (y, x) ones
+        out["m2"] = np.ascontiguousarray(m2[:, [3, 4, 5]] if ndim == 2 else m2)
+        if isq is not None:
+            out["isq"] = isq.reshape(n, 1)
     if ndim == 2:
         for name in ("lo", "hi", "csum"):
             out[name] = np.ascontiguousarray(out[name][:, 1:])
-    if offset is not None:
-        to_global(out, offset)
+    if offset is not None or moments:
+        to_global(out, (0,) * ndim if offset is None else offset)
     return out
 
 
-def label_stats(labels: np.ndarray, n: int, offset=None, intensity=None) -> dict[str, np.ndarray]:
+def label_stats(
+    labels: np.ndarray, n: int, offset=None, intensity=None, moments: bool = False
+) -> dict[str, np.ndarray]:
     """Statistics of labels 1..n of ``labels`` (2D or 3D, every label present at least once).
 
     Returns a dict of (n, k) arrays: ``count`` (n, 1) int64; ``lo`` / ``hi`` (n, ndim) int64, the
     inclusive box; ``csum`` (n, ndim) int64, coordinate sums; with ``intensity`` (an array of the
-    same shape) also ``isum``, ``imin``, ``imax`` (n, 1) float64. Coordinates are shifted by
-    ``offset`` (a chunk's position in the volume).
+    same shape) also ``isum``, ``imin``, ``imax`` (n, 1) float64. With ``moments`` also ``m2``
+    (n, ndim * (ndim + 1) / 2) float64, the sums of coordinate products (axis pairs:
+    :func:`pairs`), and with ``intensity`` ``isq`` (n, 1) float64, its sums of squares.
+    Coordinates are shifted by ``offset`` (a chunk's position in the volume).
     """
-    return _label_stats(labels, n, offset, intensity, None)
+    return _label_stats(labels, n, offset, intensity, None, moments)
 
 
 def label_stats_first(
-    labels: np.ndarray, n: int, offset=None, intensity=None
+    labels: np.ndarray, n: int, offset=None, intensity=None, moments: bool = False
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """``(label_stats(labels, n, offset, intensity), first_indices(labels, n))`` in one pass.
+    """``(label_stats(labels, n, offset, intensity, moments), first_indices(labels, n))``, the
+    first voxels found by the statistics' pass.
 
     Labels must be numbered 1..n in raster order of their first voxel (as every kernel numbers
     them); the second item is the raster index (in ``labels``' own C order) of each label's first
     voxel, int64 (n,), as :func:`tilelabel.kernels.cpu_ops.first_indices` gives it.
     """
     first = np.empty(n, np.int64)
-    return _label_stats(labels, n, offset, intensity, first), first
+    return _label_stats(labels, n, offset, intensity, first, moments), first

@@ -277,14 +277,15 @@ class CUDABackend:
         return out
 
     @_on_thread_stream
-    def label_stats(self, labels, n, offset, intensity=None):
+    def label_stats(self, labels, n, offset, intensity=None, moments=False):
         from tilelabel.kernels.gpu_stats import label_stats_device
 
-        return label_stats_device(labels, n, offset, intensity)
+        return label_stats_device(labels, n, offset, intensity, moments)
 
-    def label_stats_first(self, labels, n, offset, intensity=None):
+    def label_stats_first(self, labels, n, offset, intensity=None, moments=False):
         # label() already has the first voxels: nothing to fuse
-        return self.label_stats(labels, n, offset, intensity), self.first_indices(labels, n)
+        stats = self.label_stats(labels, n, offset, intensity, moments)
+        return stats, self.first_indices(labels, n)
 
 
 #: device bytes nvCOMP's zstd takes per byte of output, beside the labels: its copy of the tiles,

@@ -31,8 +31,9 @@ _VALUE = {
 _SIGN = np.uint64(1 << 63)
 
 
-def _kernel(t: str, v: str, has_i: bool):
-    name = f"label_stats<{t}, {v}, {'true' if has_i else 'false'}>"
+def _kernel(t: str, v: str, has_i: bool, has_m: bool):
+    flags = ", ".join("true" if f else "false" for f in (has_i, has_m))
+    name = f"label_stats<{t}, {v}, {flags}>"
     return kernels("stats", (name,))[name]
 
 
@@ -67,8 +68,11 @@ def _intensity_device(intensity, shape):
     return cp.ascontiguousarray(v)
 
 
-def label_stats_device(labels, n: int, offset=None, intensity=None) -> dict[str, np.ndarray]:
-    """Statistics of labels 1..n of a CuPy (or numpy) label array, as host numpy arrays."""
+def label_stats_device(
+    labels, n: int, offset=None, intensity=None, moments: bool = False
+) -> dict[str, np.ndarray]:
+    """Statistics of labels 1..n of a CuPy (or numpy) label array, as host numpy arrays (the
+    fields of :func:`tilelabel.kernels.cpu_stats.label_stats`)."""
     import cupy as cp
 
     L = cp.ascontiguousarray(cp.asarray(labels))
@@ -78,7 +82,7 @@ def label_stats_device(labels, n: int, offset=None, intensity=None) -> dict[str,
     has_i = intensity is not None
     V = _intensity_device(intensity, L.shape) if has_i else None
     if n == 0 or L.size == 0:
-        out = empty_stats(n, ndim, has_i)
+        out = empty_stats(n, ndim, has_i, moments)
         return out if offset is None else to_global(out, offset)
     if np.dtype(L.dtype) not in CTYPE:
         L = L.astype(np.uint64)
@@ -103,11 +107,14 @@ def label_stats_device(labels, n: int, offset=None, intensity=None) -> dict[str,
         isum = imin = imax = cp.empty(1, np.uint64)
         V = cp.empty(1, np.uint8)
         vname = "unsigned char"
+    m2 = cp.zeros((6, n), np.int64) if moments else cp.empty(1, np.int64)
+    isq = cp.zeros(n, np.float64) if moments and has_i else cp.empty(1, np.float64)
     i64 = np.int64
-    _kernel(CTYPE[np.dtype(L.dtype)], vname, has_i)(
+    _kernel(CTYPE[np.dtype(L.dtype)], vname, has_i, moments)(
         (blocks,),
         (threads,),
-        (L, V, i64(H), i64(W), i64(rows), i64(per), i64(n), count, csum, lo, hi, isum, imin, imax),
+        (L, V, i64(H), i64(W), i64(rows), i64(per), i64(n), count, csum, lo, hi, isum, imin, imax)
+        + (m2, isq),
     )
     axes = slice(1, 3) if ndim == 2 else slice(0, 3)
     out = {
@@ -120,4 +127,12 @@ def label_stats_device(labels, n: int, offset=None, intensity=None) -> dict[str,
         out["isum"] = cp.asnumpy(isum).reshape(n, 1)
         out["imin"] = _decode(cp.asnumpy(imin)).reshape(n, 1)
         out["imax"] = _decode(cp.asnumpy(imax)).reshape(n, 1)
-    return out if offset is None else to_global(out, offset)
+    if moments:
+        # 2D labels lie in plane z = 0: their pairs are the (y, x) ones
+        pick = [3, 4, 5] if ndim == 2 else list(range(6))
+        out["m2"] = np.ascontiguousarray(cp.asnumpy(m2[pick]).T)
+        if has_i:
+            out["isq"] = cp.asnumpy(isq).reshape(n, 1)
+    if offset is None and not moments:
+        return out
+    return to_global(out, (0,) * ndim if offset is None else offset)

@@ -134,11 +134,11 @@ def build(
     _pair_stage(t, plan, labeler.connectivity)  # step 3
     merge_tree = tree.Tree(plan.grid)
     _resolve_stage(t, merge_tree, plan)  # step 4
-    drop = _stats_stage(t, merge_tree, plan, stats) if stats is not None else {}
+    drop, reorder = _stats_stage(t, merge_tree, plan, stats) if stats is not None else ({}, None)
     count_name, offsets = _prefix_stage(t, plan, drop)  # step 5
-    _spec_stage(t, merge_tree, plan, offsets, drop)
+    _spec_stage(t, merge_tree, plan, offsets, drop, reorder)
     if stats is not None and stats.table:
-        _table_stage(t, plan)
+        _table_stage(t, plan, stats.spacing)
     deps = list(source.dependencies) + (list(intensity.dependencies) if intensity else [])
     graph = HighLevelGraph.from_collections(count_name, t.dsk, dependencies=deps)
     idxs = list(plan.indices())
@@ -169,6 +169,8 @@ def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots) -> No
             chunk=plan.chunk(idx),
             labeler=labeler,
             stats=stats is not None,
+            moments=stats is not None and stats.moments,
+            keys=stats is not None and stats.keys,
             keep=None if slot is None else functools.partial(keep_mod.put, slot),
         )
         t.add("borders", idx, operator.attrgetter("borders"), summary)
@@ -281,21 +283,51 @@ def _spread(t: Tasks, merge_tree: tree.Tree, name: str, leaves: dict, reducers) 
     return _down_the_tree(t, merge_tree, f"{name}_scatter", scatter)
 
 
-def _stats_stage(t: Tasks, merge_tree, plan, stats: stats_mod.StatsOptions) -> dict:
+#: how many candidate lists one task of the largest_k reduction joins
+TOP_FANIN = 16
+
+
+def _stats_stage(t: Tasks, merge_tree, plan, stats: stats_mod.StatsOptions) -> tuple:
     """Border labels' statistics merged by root (``mstats``); with a size filter, the roots
-    each chunk drops. Returns per chunk index the inputs the numbering takes for the filter."""
+    each chunk drops (with ``largest_k``, after a reduction of every chunk's largest to the k
+    largest of all, ``top``). Returns per chunk index the inputs the numbering takes for the
+    filter, and the key of the size-order lookup table (None: raster order)."""
     for idx in plan.indices():
         roots, rows = t.key("roots", idx), t.key("bstats", idx)
         t.add("srows", idx, tree.grouped, roots, rows, reducers=stats_mod.REDUCE)
     leaves = {idx: t.key("srows", idx) for idx in plan.indices()}
     merged = _spread(t, merge_tree, "stats", leaves, stats_mod.REDUCE)
+    for idx in plan.indices():
+        t.add("mstats", idx, tree.values_at, merged[idx], t.key("keys", idx))
+    top = _top_stage(t, plan, stats) if stats.largest_k is not None else None
     drop = {}
     for idx in plan.indices():
-        mstats = t.add("mstats", idx, tree.values_at, merged[idx], t.key("keys", idx))
         if stats.filtering:
-            inputs = [t.key(n, idx) for n in ("stats", "counts", "roots")]
-            drop[idx] = (t.add("dropped", idx, stats_mod.dropped, *inputs, mstats, opts=stats),)
-    return drop
+            inputs = [t.key(n, idx) for n in ("stats", "counts", "roots", "mstats")]
+            inputs += [top] if top is not None else []
+            drop[idx] = (t.add("dropped", idx, stats_mod.dropped, *inputs, opts=stats),)
+    reorder = None
+    if stats.order == "size":
+        reorder = t.add("reorder", (), stats_mod.size_order, top)
+    return drop, reorder
+
+
+def _top_stage(t: Tasks, plan, stats: stats_mod.StatsOptions) -> Key:
+    """The ``largest_k`` largest components: each chunk's candidates, joined TOP_FANIN at a
+    time until one task holds the k largest of all (O(k) per task)."""
+    names = ("stats", "counts", "roots", "mstats")
+    level = [
+        t.add("cands", idx, stats_mod.candidates, *(t.key(n, idx) for n in names), opts=stats)
+        for idx in plan.indices()
+    ]
+    depth = 0
+    while len(level) > 1 or depth == 0:
+        depth += 1
+        level = [
+            t.add("top", (depth, i), stats_mod.top_k, level[a : a + TOP_FANIN], k=stats.largest_k)
+            for i, a in enumerate(range(0, len(level), TOP_FANIN))
+        ]
+    return level[0]
 
 
 def _prefix_stage(t: Tasks, plan: ChunkPlan, drop: dict) -> tuple[str, dict]:
@@ -354,9 +386,12 @@ def _final_rows(finals: tuple[np.ndarray, np.ndarray]) -> tree.Rows:
 _FINALS = {"final": np.maximum}
 
 
-def _spec_stage(t: Tasks, merge_tree, plan: ChunkPlan, offsets: dict, drop: dict) -> None:
+def _spec_stage(
+    t: Tasks, merge_tree, plan: ChunkPlan, offsets: dict, drop: dict, reorder: Key | None
+) -> None:
     """The final labels of border components, from the chunk that holds each root to every
-    chunk the component touches (through the tree), and each chunk's lookup spec."""
+    chunk the component touches (through the tree), and each chunk's lookup spec (renumbered
+    through the table ``reorder``, if given)."""
     for idx in plan.indices():
         counts, roots, dropped = t.key("counts", idx), t.key("roots", idx), drop.get(idx, ())
         finals = task(
@@ -370,11 +405,14 @@ def _spec_stage(t: Tasks, merge_tree, plan: ChunkPlan, offsets: dict, drop: dict
         bfinals = t.add(
             "bfinals", idx, tree.values_at, finals[idx], t.key("keys", idx), field_name="final"
         )
-        t.add("spec", idx, numbering.lut_spec, counts, roots, offsets[idx], bfinals, *dropped)
+        spec = (numbering.lut_spec, counts, roots, offsets[idx], bfinals, *dropped)
+        if reorder is not None:
+            spec = (numbering.reordered, spec, reorder)
+        t.dsk[t.key("spec", idx)] = spec
 
 
-def _table_stage(t: Tasks, plan: ChunkPlan) -> None:
+def _table_stage(t: Tasks, plan: ChunkPlan, spacing: tuple[float, ...] | None) -> None:
     """Each chunk's rows of the statistics table: the components rooted in it."""
     for idx in plan.indices():
         inputs = [t.key(n, idx) for n in ("stats", "counts", "roots", "mstats", "spec")]
-        t.add("table", idx, stats_mod.chunk_table, *inputs)
+        t.add("table", idx, stats_mod.chunk_table, *inputs, spacing=spacing)

@@ -38,11 +38,15 @@ def label_dask(
     dtype: str,
     min_size: int | None = None,
     max_size: int | None = None,
+    largest_k: int | None = None,
+    order: str = "raster",
 ) -> tuple[da.Array, da.Array]:
     plan = _plan(x)
-    opts = stats_mod.options(min_size=min_size, max_size=max_size)
+    opts = stats_mod.options(
+        min_size=min_size, max_size=max_size, largest_k=largest_k, order=order, chunked=True
+    )
     # a filtered graph must not share key names with the unfiltered one of the same array
-    token = x.name if opts is None else f"{x.name}-{opts.min_size}-{opts.max_size}"
+    token = x.name if opts is None else f"{x.name}-{min_size}-{max_size}-{largest_k}-{order}"
     graph = graph_mod.build(source=_source(x, token), plan=plan, labeler=labeler, stats=opts)
     # the dtype of a lazy array is fixed before the count is known: choose it from the largest
     # count this shape can have; a forced uint32 is checked against the real count when computed
@@ -75,22 +79,28 @@ def regionprops_dask(
     intensity: da.Array | None = None,
     min_size: int | None = None,
     max_size: int | None = None,
+    spacing: tuple[float, ...] | None = None,
+    largest_k: int | None = None,
+    order: str = "raster",
 ):
     """The statistics table of the labeling of ``x`` (computed now, a pandas DataFrame)."""
     import dask
 
     plan = _plan(x)
-    opts = stats_mod.options(True, min_size, max_size, intensity is not None)
+    opts = stats_mod.options(
+        True, min_size, max_size, intensity is not None, spacing, x.ndim, largest_k, order, True
+    )
     isource = None
     if intensity is not None:
         if tuple(intensity.shape) != plan.shape:
             raise ValueError(f"intensity shape {intensity.shape} differs from {plan.shape}")
         intensity = intensity.rechunk(x.chunks)
         isource = _source(intensity, intensity.name)
-    token = f"{x.name}-stats-{isource and isource.token}-{min_size}-{max_size}"
+    token = f"{x.name}-stats-{isource and isource.token}-{min_size}-{max_size}-{opts.spacing}"
+    token += f"-{largest_k}-{order}"
     graph = graph_mod.build(
         source=_source(x, token), plan=plan, labeler=labeler, stats=opts, intensity=isource
     )
     pieces = dask.compute(*(graph.delayed(graph.table_keys[i]) for i in plan.indices()))
-    names = stats_mod.columns(x.ndim, intensity is not None)
+    names = stats_mod.columns(x.ndim, intensity is not None, opts.spacing)
     return stats_mod.to_frame(stats_mod.concat(pieces, names))

@@ -174,12 +174,15 @@ def summarize(
     chunk: Chunk,
     labeler: Labeler,
     stats: bool = False,
+    moments: bool = False,
+    keys: bool = False,
     intensity: np.ndarray | None = None,
     keep: Callable[..., object] | None = None,
 ) -> Summary:
     """Label one chunk and return what the merge and the numbering need from it.
 
-    With ``stats``, also the statistics of every local label (over ``intensity`` if given).
+    With ``stats``, also the statistics of every local label (over ``intensity`` if given; with
+    ``moments``, their second moments too; with ``keys``, each one's key as field ``key``).
     ``keep(labels, n, pack)`` is handed the chunk's labels (device or host, the backend's own)
     and a function that packs its foreground to bits, for the writing pass to reuse either.
     """
@@ -200,7 +203,9 @@ def summarize(
     del fg
     table = None
     if stats:
-        table, first = be.label_stats_first(labels, n, chunk.offset, intensity)
+        table, first = be.label_stats_first(labels, n, chunk.offset, intensity, moments)
+    if keys:
+        table["key"] = to_global_keys(first, chunk)[:, None]
     borders = _borders(be, labels, first, chunk)
     del labels
     x = chunk.shape[-1]
@@ -217,6 +222,8 @@ def summary_task(
     chunk: Chunk,
     labeler: Labeler,
     stats: bool = False,
+    moments: bool = False,
+    keys: bool = False,
     keep: Callable[..., object] | None = None,
 ) -> Summary:
     """The labeling pass's task: ``block`` and ``intensity`` are blocks or readers of them
@@ -227,6 +234,8 @@ def summary_task(
         chunk=chunk,
         labeler=labeler,
         stats=stats,
+        moments=moments,
+        keys=keys,
         intensity=values,
         keep=keep,
     )

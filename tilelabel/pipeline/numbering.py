@@ -40,6 +40,9 @@ class LutSpec:
     dropped: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     #: the global offset of each plane's first row
     plane_base: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    #: raster-order label -> final label, where the kept components are numbered otherwise
+    #: (by size: :func:`tilelabel.pipeline.stats.size_order`; at most largest_k + 1 entries)
+    reorder: np.ndarray | None = None
 
     @classmethod
     def of(
@@ -227,4 +230,12 @@ def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
     lut[1:] = np.repeat(offset - cum[row_start], counts) + cum[:n]
     lut[spec.border_ids] = spec.border_finals
     lut[spec.dropped] = 0
+    if spec.reorder is not None:
+        lut = spec.reorder.astype(dtype)[lut]
     return lut
+
+
+def reordered(spec: LutSpec, reorder: np.ndarray) -> LutSpec:
+    """``spec`` with its raster-order labels renumbered through ``reorder``."""
+    spec.reorder = reorder
+    return spec

@@ -94,6 +94,10 @@ def label_zarr(
     progress: bool = False,
 ) -> Result:
     """Label ``options.input`` into ``options.output`` (see :func:`tilelabel.label_zarr`)."""
+    if options.cluster is not None:  # an allocation's scheduler and workers stay there
+        from tilelabel.cluster.jobqueue import serve_unless_client
+
+        serve_unless_client(options.cluster)
     run = open_run(options, structure=structure, progress=progress, client=client)  # 0. open
     with open_executor(run, client) as ex:
         fit = plan_run(run, ex)  # 1. plan
@@ -117,12 +121,24 @@ def open_run(
     """Step 0: everything the input, the output and the options allow checking, before any
     cluster starts; a clear error for the first thing wrong."""
     o, started = options, time.perf_counter()
-    stats = stats_mod.options(bool(o.stats), o.min_size, o.max_size, o.intensity is not None)
+    if o.spacing is not None and not o.stats:
+        raise ValueError("a spacing is only used by the statistics table; ask for one (--stats)")
     volume = open_volume(o.input, o.storage_options, o.channel, o.timepoint)
+    stats = stats_mod.options(
+        bool(o.stats),
+        o.min_size,
+        o.max_size,
+        o.intensity is not None,
+        spacing=o.spacing or volume.spacing,
+        ndim=len(volume.shape),
+        largest_k=o.largest_k,
+        order=o.order,
+        chunked=True,
+    )
     connectivity = conn_mod.normalize(len(volume.shape), o.connectivity, structure)
     backend = resolve_backend(o.backend)
     resources = for_backend(backend)
-    remote = o.cluster is not None and o.cluster["kind"] in ("scheduler", "slurm")
+    remote = o.cluster is not None and o.cluster["kind"] not in ("local", "local-cuda")
     if client is None and o.scheduler is None and not remote:
         resources.check_here()  # before a local cluster starts for it
     output = open_output(volume, o.output, o.ome_labels, o.overwrite, o.storage_options)

@@ -14,6 +14,13 @@ count lies outside ``[min_size, max_size]``. The numbering treats them like labe
 earlier root (they get no number) and maps them to 0, so the survivors are renumbered 1..M in
 raster order of their first voxels, which is ``scipy.ndimage.label`` of the filtered volume.
 
+Keeping the ``largest_k`` components (cc3d's ``largest_k``, ITK's ``RelabelComponent``): each
+chunk names its k largest roots (:func:`candidates`, by size, then raster order of their first
+voxels: the earlier of two of one size is the larger), a tree of tasks keeps the k largest of
+those (:func:`top_k`), and every root ranked after the k-th is dropped. With ``order="size"`` the
+k kept are numbered by that rank instead of raster order (:func:`size_order`, a lookup table of
+k + 1 entries applied after the raster numbering).
+
 The table has one row per final label. Each chunk builds the rows of the components whose root
 lies in it (:func:`chunk_table`); the client concatenates them one chunk slab at a time (every
 label rooted in slab ``i`` of the first grid axis precedes every label rooted in slab ``i + 1``),
@@ -39,7 +46,14 @@ REDUCE = {
     "isum": np.add,
     "imin": np.minimum,
     "imax": np.maximum,
+    "m2": np.add,
+    "isq": np.add,
+    # with largest_k: each label's key (first voxel), a component's the smallest
+    "key": np.minimum,
 }
+
+#: how the kept components are numbered: raster order of first voxels, or by size (largest 1)
+ORDERS = ("raster", "size")
 
 #: Parquet row-group size (rows) when writing the table
 ROW_GROUP = 1 << 20
@@ -53,14 +67,30 @@ class StatsOptions:
     min_size: int | None = None
     max_size: int | None = None
     intensity: bool = False
+    #: physical size of a voxel along each axis (the table's physical columns; None: 1 each)
+    spacing: tuple[float, ...] | None = None
+    #: keep only the k largest components (after the size range)
+    largest_k: int | None = None
+    #: numbering of the kept components (:data:`ORDERS`)
+    order: str = "raster"
+
+    @property
+    def keys(self) -> bool:
+        """Whether every label's key rides along with its statistics (to rank equal sizes)."""
+        return self.largest_k is not None
+
+    @property
+    def moments(self) -> bool:
+        """Whether the chunks' statistics include second moments: every table has them."""
+        return self.table
 
     @property
     def filtering(self) -> bool:
-        return self.min_size is not None or self.max_size is not None
+        return self.min_size is not None or self.max_size is not None or self.keys
 
     @property
     def active(self) -> bool:
-        return self.table or self.filtering
+        return self.table or self.filtering or self.order != "raster"
 
     def keep(self, count: np.ndarray) -> np.ndarray:
         ok = np.ones(count.shape, bool)
@@ -76,13 +106,31 @@ def options(
     min_size: int | None = None,
     max_size: int | None = None,
     intensity: bool = False,
+    spacing: tuple[float, ...] | None = None,
+    ndim: int | None = None,
+    largest_k: int | None = None,
+    order: str = "raster",
+    chunked: bool = False,
 ) -> StatsOptions | None:
     """The options, or None when nothing beyond labels is asked (the default path); sizes
-    already checked one by one (:class:`tilelabel.options.Options`), here together."""
+    already checked one by one (:class:`tilelabel.options.Options`), here together, and the
+    ``spacing`` against the volume's ``ndim`` where it is known. ``chunked``: for a run over
+    chunks, where ``order="size"`` needs ``largest_k``."""
     if min_size is not None and max_size is not None and min_size > max_size:
         raise ValueError(f"min_size {min_size} is larger than max_size {max_size}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if chunked and order == "size" and largest_k is None:
+        raise ValueError(
+            "order 'size' over chunks needs largest_k: the kept components are ranked by size "
+            "on one task, which is bounded only by k (pass largest_k, as large as you need)"
+        )
     if intensity and not table:
         raise ValueError("an intensity image is only used for statistics; ask for them too")
+    if spacing is not None:
+        spacing = tuple(float(s) for s in spacing)
+        if ndim is not None and len(spacing) != ndim:
+            raise ValueError(f"spacing {spacing} has {len(spacing)} values for {ndim} axes")
     if table:
         require_table_libs()
     opts = StatsOptions(
@@ -90,6 +138,9 @@ def options(
         None if min_size is None else int(min_size),
         None if max_size is None else int(max_size),
         bool(intensity),
+        spacing,
+        None if largest_k is None else int(largest_k),
+        order,
     )
     return opts if opts.active else None
 
@@ -116,58 +167,173 @@ def border_rows(stats: dict[str, np.ndarray], counts: Counts) -> dict[str, np.nd
 # -- filtering ---------------------------------------------------------------------------------
 
 
-def dropped(
+def _roots(stats, counts: Counts, roots: np.ndarray, merged) -> tuple[np.ndarray, np.ndarray]:
+    """Each local label's component size (merged totals for border labels) and whether it is
+    its component's root: interior labels are whole components (their count is local); a border
+    label counts only if it is its component's root, with the merged total."""
+    total = stats["count"][:, 0].copy()
+    is_root = np.ones(counts.n, bool)
+    if counts.ids.size:
+        total[counts.ids - 1] = merged["count"][:, 0]
+        is_root[merged_ids(counts, roots) - 1] = False
+    return total, is_root
+
+
+@dataclass(frozen=True)
+class Top:
+    """The largest components, largest first (equal sizes: the earlier first voxel first)."""
+
+    count: np.ndarray
+    key: np.ndarray
+
+    def ranked(self, k: int) -> Top:
+        order = np.lexsort((self.key, -self.count))[:k]
+        return Top(self.count[order], self.key[order])
+
+
+def candidates(
     stats: dict[str, np.ndarray],
     counts: Counts,
     roots: np.ndarray,
     merged: dict[str, np.ndarray],
     *,
     opts: StatsOptions,
-) -> np.ndarray:
-    """Sorted local ids of the component roots in this chunk that the size filter drops.
+) -> Top:
+    """The ``largest_k`` largest component roots of this chunk within the size range."""
+    total, is_root = _roots(stats, counts, roots, merged)
+    sel = np.flatnonzero(is_root & opts.keep(total))
+    return Top(total[sel], stats["key"][sel, 0]).ranked(opts.largest_k)
 
-    Interior labels are whole components (their count is local); a border label counts only if it
-    is its component's root, with the merged total. Non-root border labels are never listed:
-    they follow their root through the numbering's border finals.
+
+def top_k(parts: list[Top], *, k: int) -> Top:
+    """The ``k`` largest of some chunks' (or groups') candidates."""
+    return Top(
+        np.concatenate([p.count for p in parts]), np.concatenate([p.key for p in parts])
+    ).ranked(k)
+
+
+def size_order(top: Top) -> np.ndarray:
+    """Raster-order label -> size-order label of the kept components (0 stays 0): the raster
+    order of kept components is their keys' order."""
+    perm = np.zeros(top.key.size + 1, np.int64)
+    perm[1:] = np.argsort(top.key) + 1  # the r-th by key is the argsort[r]-th by size
+    return perm
+
+
+def dropped(
+    stats: dict[str, np.ndarray],
+    counts: Counts,
+    roots: np.ndarray,
+    merged: dict[str, np.ndarray],
+    top: Top | None = None,
+    *,
+    opts: StatsOptions,
+) -> np.ndarray:
+    """Sorted local ids of the component roots in this chunk that the size filter drops: out
+    of the size range, or (``top``: the ``largest_k`` kept) ranked after the k-th.
+
+    Non-root border labels are never listed: they follow their root through the numbering's
+    border finals.
     """
-    total = stats["count"][:, 0].copy()
-    candidate = np.ones(counts.n, bool)
-    if counts.ids.size:
-        total[counts.ids - 1] = merged["count"][:, 0]
-        candidate[merged_ids(counts, roots) - 1] = False
-    return (np.flatnonzero(candidate & ~opts.keep(total)) + 1).astype(np.int64)
+    total, is_root = _roots(stats, counts, roots, merged)
+    keep = opts.keep(total)
+    if top is not None and opts.largest_k == 0:
+        keep[:] = False
+    elif top is not None and top.count.size == opts.largest_k:
+        # fewer than k in all: every one within the range is kept
+        last_count, last_key = top.count[-1], top.key[-1]
+        key = stats["key"][:, 0]
+        keep &= (total > last_count) | ((total == last_count) & (key <= last_key))
+    return (np.flatnonzero(is_root & ~keep) + 1).astype(np.int64)
 
 
 # -- the table ---------------------------------------------------------------------------------
 
 
-def columns(ndim: int, intensity: bool) -> list[str]:
-    """Column names, in scikit-image's ``regionprops_table`` style (plus ``intensity_sum``)."""
-    names = ["label", "area"]
+def columns(ndim: int, intensity: bool, spacing: tuple[float, ...] | None = None) -> list[str]:
+    """Column names, scikit-image's ``regionprops_table`` ones (plus ``intensity_sum`` and, with
+    a ``spacing``, the box in physical units ``bbox_scaled``)."""
+    names = ["label", "area", "num_pixels"]
     names += [f"bbox-{i}" for i in range(2 * ndim)]
+    if spacing is not None:
+        names += [f"bbox_scaled-{i}" for i in range(2 * ndim)]
     names += [f"centroid-{i}" for i in range(ndim)]
+    names += [f"inertia_tensor-{i}-{j}" for i in range(ndim) for j in range(ndim)]
+    names += [f"inertia_tensor_eigvals-{i}" for i in range(ndim)]
+    names += ["axis_major_length", "axis_minor_length"]
     if intensity:
         names += ["intensity_sum", "intensity_mean", "intensity_min", "intensity_max"]
+        names += ["intensity_std"]
     return names
 
 
-def to_columns(labels: np.ndarray, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Statistics fields of some components (with their final labels) as named table columns."""
+def to_columns(
+    labels: np.ndarray, rows: dict[str, np.ndarray], spacing: tuple[float, ...] | None = None
+) -> dict[str, np.ndarray]:
+    """Statistics fields of some components (with their final labels) as named table columns,
+    physical ones scaled by ``spacing`` as scikit-image's ``regionprops(spacing=...)`` does:
+    ``area``, ``centroid``, the inertia tensor, its eigenvalues and the axis lengths."""
     count = rows["count"][:, 0]
     ndim = rows["lo"].shape[1]
-    out = {"label": labels.astype(np.int64), "area": count.astype(np.int64)}
+    scale = np.ones(ndim) if spacing is None else np.asarray(spacing, np.float64)
+    out = {
+        "label": labels.astype(np.int64),
+        "area": count * float(np.prod(scale)),
+        "num_pixels": count.astype(np.int64),
+    }
     for i in range(ndim):
         out[f"bbox-{i}"] = rows["lo"][:, i]
     for i in range(ndim):
         out[f"bbox-{ndim + i}"] = rows["hi"][:, i] + 1  # exclusive, like scikit-image
+    if spacing is not None:
+        for i in range(2 * ndim):
+            out[f"bbox_scaled-{i}"] = out[f"bbox-{i}"] * scale[i % ndim]
     with np.errstate(invalid="ignore", divide="ignore"):
         for i in range(ndim):
-            out[f"centroid-{i}"] = rows["csum"][:, i] / count
+            out[f"centroid-{i}"] = rows["csum"][:, i] / count * scale[i]
+        out.update(_inertia(rows, count, scale))
         if "isum" in rows:
+            mean = rows["isum"][:, 0] / count
             out["intensity_sum"] = rows["isum"][:, 0]
-            out["intensity_mean"] = rows["isum"][:, 0] / count
+            out["intensity_mean"] = mean
             out["intensity_min"] = rows["imin"][:, 0]
             out["intensity_max"] = rows["imax"][:, 0]
+            # population variance from the sums; rounding may leave a tiny negative
+            var = rows["isq"][:, 0] / count - mean * mean
+            out["intensity_std"] = np.sqrt(np.maximum(var, 0.0))
+    return out
+
+
+def _inertia(rows: dict[str, np.ndarray], count: np.ndarray, scale: np.ndarray) -> dict:
+    """The inertia tensor (scikit-image's: trace(C) I - C for the covariance C of the voxel
+    coordinates, in physical units), its eigenvalues (descending, clipped at 0) and the axis
+    lengths scikit-image derives from them (2D and 3D)."""
+    from tilelabel.kernels.cpu_stats import pairs
+
+    n, ndim = rows["csum"].shape
+    s, m2 = rows["csum"].astype(np.float64), rows["m2"]
+    cov = np.empty((n, ndim, ndim))
+    for k, (a, b) in enumerate(pairs(ndim)):
+        c = (m2[:, k] - s[:, a] * s[:, b] / count) / count * (scale[a] * scale[b])
+        cov[:, a, b] = cov[:, b, a] = c
+    tensor = -cov
+    trace = np.trace(cov, axis1=1, axis2=2)
+    for a in range(ndim):
+        tensor[:, a, a] += trace
+    out = {f"inertia_tensor-{i}-{j}": tensor[:, i, j] for i in range(ndim) for j in range(ndim)}
+    ev = np.zeros((n, ndim))
+    if n:
+        ev = np.clip(np.linalg.eigvalsh(tensor), 0, None)[:, ::-1]
+    for i in range(ndim):
+        out[f"inertia_tensor_eigvals-{i}"] = ev[:, i]
+    if ndim == 2:
+        major, minor = 4 * np.sqrt(ev[:, 0]), 4 * np.sqrt(ev[:, -1])
+    elif ndim == 3:
+        major = np.sqrt(np.maximum(0, 10 * (ev[:, 0] + ev[:, 1] - ev[:, 2])))
+        minor = np.sqrt(np.maximum(0, 10 * (-ev[:, 0] + ev[:, 1] + ev[:, 2])))
+    else:
+        major = minor = np.full(n, np.nan)
+    out["axis_major_length"], out["axis_minor_length"] = major, minor
     return out
 
 
@@ -177,6 +343,8 @@ def chunk_table(
     roots: np.ndarray,
     merged: dict[str, np.ndarray],
     spec: LutSpec,
+    *,
+    spacing: tuple[float, ...] | None = None,
 ) -> dict[str, np.ndarray]:
     """Rows of the components rooted in this chunk that keep a label, sorted by final label."""
     lut = build_lut(spec, np.dtype(np.int64))[1:]
@@ -195,7 +363,7 @@ def chunk_table(
             rows[f][at] = merged[f][is_root][keep]
     labels = lut[sel]
     order = np.argsort(labels, kind="stable")
-    return to_columns(labels[order], {f: v[order] for f, v in rows.items()})
+    return to_columns(labels[order], {f: v[order] for f, v in rows.items()}, spacing)
 
 
 def concat(pieces: Iterable[dict[str, np.ndarray]], names: list[str]) -> dict[str, np.ndarray]:
@@ -209,10 +377,8 @@ def concat(pieces: Iterable[dict[str, np.ndarray]], names: list[str]) -> dict[st
 
 
 def empty_columns(names: list[str]) -> dict[str, np.ndarray]:
-    return {
-        c: np.empty(0, np.float64 if c.startswith(("centroid", "intensity")) else np.int64)
-        for c in names
-    }
+    ints = ("label", "num_pixels", "bbox-")
+    return {c: np.empty(0, np.int64 if c.startswith(ints) else np.float64) for c in names}
 
 
 def to_frame(cols: dict[str, np.ndarray]):
@@ -265,18 +431,19 @@ class ParquetSink:
         self._file.close()
 
 
-def collect(gather, futures, idxs, names, path=None, frame=False, metadata=None):
+def collect(gather, futures, idxs, names, path=None, frame=False, metadata=None, raster=True):
     """Gather the chunk tables one slab (first grid axis) at a time, in label order
     (``gather``: the run's executor's, which fetches and lets go of a slab's futures).
 
     Writes them to Parquet at ``path`` (if given) and returns the whole table as a DataFrame (if
-    ``frame``). Every label rooted in an earlier slab is smaller than every label rooted in a
-    later one, so concatenating sorted slabs gives the sorted table while the client holds one
-    slab's rows (plus the frame, when one is asked for).
+    ``frame``). In ``raster`` order every label rooted in an earlier slab is smaller than every
+    label rooted in a later one, so concatenating sorted slabs gives the sorted table while the
+    client holds one slab's rows (plus the frame, when one is asked for). Numbered by size
+    (``largest_k`` rows at most), they are gathered at once.
     """
     slabs: dict[int, list] = {}
     for idx, fut in zip(idxs, futures, strict=True):
-        slabs.setdefault(idx[0], []).append(fut)
+        slabs.setdefault(idx[0] if raster else 0, []).append(fut)
     sink = ParquetSink(path, names, metadata) if path else None
     parts = []
     try:
@@ -298,15 +465,23 @@ def collect(gather, futures, idxs, names, path=None, frame=False, metadata=None)
 
 
 def filter_lut(count: np.ndarray, opts: StatsOptions) -> np.ndarray:
-    """Old label -> new label (0 for dropped) for labels 0..n with voxel counts ``count``."""
+    """Old label -> new label (0 for dropped) for labels 1..n (numbered in raster order) with
+    voxel counts ``count``: the size range, the ``largest_k`` and the ``order``."""
     keep = opts.keep(count)
+    sel = np.flatnonzero(keep)
+    if opts.largest_k is not None or opts.order == "size":
+        # by size, the earlier label first among equal sizes
+        ranked = sel[np.lexsort((sel, -count[sel]))][: opts.largest_k]
+        sel = ranked if opts.order == "size" else np.sort(ranked)
     lut = np.zeros(count.size + 1, np.int64)
-    lut[1:][keep] = np.arange(1, int(keep.sum()) + 1)
+    lut[sel + 1] = np.arange(1, sel.size + 1)
     return lut
 
 
 def table_of(stats: dict[str, np.ndarray], opts: StatsOptions) -> dict[str, np.ndarray]:
     """The table of a whole labeled array from its ``label_stats`` (filtered, renumbered)."""
-    keep = opts.keep(stats["count"][:, 0])
-    sel = np.flatnonzero(keep)
-    return to_columns(np.arange(1, sel.size + 1), {f: v[sel] for f, v in stats.items()})
+    lut = filter_lut(stats["count"][:, 0], opts)[1:]
+    sel = np.flatnonzero(lut)
+    sel = sel[np.argsort(lut[sel])]
+    rows = {f: v[sel] for f, v in stats.items()}
+    return to_columns(lut[sel], rows, opts.spacing)

@@ -36,6 +36,7 @@ def attributes(run: Run, count: int) -> dict:
     }
     if run.stats is not None and run.stats.filtering:
         meta.update(min_size=run.stats.min_size, max_size=run.stats.max_size)
+        meta.update(largest_k=run.stats.largest_k, order=run.stats.order)
     return {"tilelabel": meta}
 
 

@@ -48,6 +48,8 @@ class OmeImage:
     datasets: list[dict]
     array: zarr.Array  # the full-resolution dataset
     index: tuple[int, ...]  # the selected position along each leading non-spatial axis
+    #: the full-resolution dataset's scale along the spatial axes (physical size of a voxel)
+    spacing: tuple[float, ...] | None = None
 
     @property
     def array_url(self) -> str:
@@ -128,9 +130,28 @@ def open_image(
         datasets=ms["datasets"],
         array=array,
         index=tuple(index),
+        spacing=_spacing(ms, nlead),
     )
     check_input(image.shape, array.dtype, what=f"input {url} (full resolution, selected)")
     return image
+
+
+def _scale(transforms: list[dict] | None) -> list[float] | None:
+    return next((t["scale"] for t in transforms or [] if t.get("type") == "scale"), None)
+
+
+def _spacing(ms: dict, nlead: int) -> tuple[float, ...] | None:
+    """The full-resolution dataset's scale along the spatial axes, times the multiscale's own
+    (NGFF applies both); None where neither gives one."""
+    scales = [_scale(ms["datasets"][0].get("coordinateTransformations")),
+              _scale(ms.get("coordinateTransformations"))]  # fmt: skip
+    if all(s is None for s in scales):
+        return None
+    out = [1.0] * (len(ms["axes"]) - nlead)
+    for s in scales:
+        if s is not None:
+            out = [a * float(b) for a, b in zip(out, s[nlead:], strict=True)]
+    return tuple(out)
 
 
 def output_name(image: OmeImage | None, dst: str | None, name: str | None) -> str | None:

@@ -34,6 +34,11 @@ class Volume:
         return tuple(self.array.shape)[len(self.lead) :]
 
     @property
+    def spacing(self) -> tuple[float, ...] | None:
+        """An OME-Zarr image's voxel size along the labeled axes; None for a plain array."""
+        return None if self.image is None else self.image.spacing
+
+    @property
     def storage_chunks(self) -> tuple[int, ...]:
         """What one task may write without racing another: shards if sharded, else chunks."""
         return arrays.storage_chunks(self.array)[len(self.lead) :]

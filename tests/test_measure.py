@@ -1,0 +1,132 @@
+"""tilelabel.measure against scikit-image's label and regionprops_table: the same labels, counts
+and dtypes; the same table columns and values (with spacing) for a label image it is given."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from scipy import ndimage
+from skimage import measure as sk
+
+from tests.kernels.test_cpu_stats import raster_numbered
+from tilelabel import measure as tm
+
+PROPS = tm.PROPERTIES
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_label_equals_scikit_image(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        ndim = int(rng.integers(1, 4))
+        shape = tuple(int(s) for s in rng.integers(1, 12, ndim))
+        kind = rng.integers(3)
+        if kind == 0:
+            x = rng.random(shape) < rng.random()
+        else:
+            x = rng.integers(0, int(rng.integers(2, 5)), shape).astype(
+                rng.choice([np.uint8, np.int16, np.int64])
+            )
+        bg = rng.choice([None, 0, 1, -1])
+        conn = rng.choice([None, *range(1, ndim + 1)])
+        want, n = sk.label(x, background=bg, connectivity=conn, return_num=True)
+        got, m = tm.label(x, background=bg, connectivity=conn, return_num=True)
+        assert m == n and got.dtype == want.dtype, (x.dtype, bg, conn)
+        # the same partition; the same numbers wherever scikit-image numbers in raster order
+        # (for some shapes with axes of length 1 it does not; tilelabel always does)
+        np.testing.assert_array_equal(got, raster_numbered(want)[0])
+        if (raster_numbered(want)[0] == want).all():
+            np.testing.assert_array_equal(got, want)
+        assert tm.label(x, bg, False, conn).dtype == want.dtype
+
+
+def test_label_beyond_scikit_image():
+    # any rank (scikit-image labels integer images of 1 to 3 dimensions)
+    x = np.random.default_rng(0).integers(0, 3, (4, 5, 3, 4))
+    got = tm.label(x, connectivity=1)
+    # each value labeled on its own by scipy, the whole renumbered in raster order
+    cross = ndimage.generate_binary_structure(4, 1)
+    per_value = np.zeros(x.shape, np.int64)
+    for v in (1, 2):
+        lab, _ = ndimage.label(x == v, cross)
+        per_value[lab > 0] = lab[lab > 0] + 1000 * v
+    np.testing.assert_array_equal(got, raster_numbered(per_value)[0])
+    with pytest.raises(ValueError, match="connectivity"):
+        tm.label(x, connectivity=5)
+    with dask.config.set(scheduler="sync"):
+        lazy, n = tm.label(da.from_array(x, chunks=2), connectivity=1, return_num=True)
+        np.testing.assert_array_equal(lazy.compute(), got)
+        b = np.random.default_rng(1).random((20, 22, 9)) < 0.3
+        lazy, n = tm.label(da.from_array(b, chunks=(7, 8, 9)), return_num=True)
+        want, m = sk.label(b, return_num=True)
+        assert lazy.dtype == want.dtype and int(n.compute()) == m
+        np.testing.assert_array_equal(lazy.compute(), want)
+
+
+def given_labels(rng, shape):
+    """A label image as a user has one: values not 1..n, regions not connected."""
+    lab = rng.integers(0, 6, shape) * 7
+    lab[rng.random(shape) < 0.3] = 0
+    return lab
+
+
+@pytest.mark.parametrize("ndim", [2, 3])
+@pytest.mark.parametrize("spacing", [None, (2.0, 0.5, 0.25)])
+def test_regionprops_table_equals_scikit_image(ndim, spacing):
+    rng = np.random.default_rng(ndim)
+    shape = (17, 23, 19)[-ndim:]
+    spacing = None if spacing is None else spacing[-ndim:]
+    lab = given_labels(rng, shape)
+    inten = rng.normal(100, 20, shape)
+    want = sk.regionprops_table(lab, inten, properties=PROPS, spacing=spacing)
+    chunked = da.from_array(lab, chunks=tuple(s // 3 for s in shape))
+    for image in (lab, chunked):
+        with dask.config.set(scheduler="sync"):
+            got = tm.regionprops_table(image, inten, properties=PROPS, spacing=spacing)
+        assert list(got) == list(want)
+        for col, w in want.items():
+            if col.startswith(("label", "num_pixels", "bbox")):
+                np.testing.assert_array_equal(got[col], w, err_msg=col)
+            elif col.startswith("axis_"):  # roots of rounding noise where the length is 0
+                np.testing.assert_allclose(got[col] ** 2, w**2, rtol=1e-9, atol=1e-6, err_msg=col)
+            else:
+                np.testing.assert_allclose(got[col], w, rtol=1e-9, atol=1e-9, err_msg=col)
+    assert list(tm.regionprops_table(lab)) == list(sk.regionprops_table(lab))
+    got = tm.regionprops_table(lab, properties=("label", "centroid"), separator="_")
+    assert list(got) == ["label", *(f"centroid_{i}" for i in range(ndim))]
+
+
+def test_regionprops_table_refusals():
+    lab = np.ones((4, 4), np.int32)
+    with pytest.raises(ValueError, match="tilelabel measures"):
+        tm.regionprops_table(lab, properties=("euler_number",))
+    with pytest.raises(AttributeError, match="intensity"):
+        tm.regionprops_table(lab, properties=("intensity_mean",))
+    with pytest.raises(TypeError, match="Non-integer"):
+        tm.regionprops_table(lab.astype(float))
+
+
+@pytest.mark.gpu
+def test_cupy_inputs():
+    from tilelabel.kernels.backends import cuda_available
+
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU usable through CuPy")
+    import cupy as cp
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 3, (20, 21, 22))
+    got = tm.label(cp.asarray(x), connectivity=2)
+    assert isinstance(got, cp.ndarray)
+    np.testing.assert_array_equal(cp.asnumpy(got), sk.label(x, connectivity=2))
+    b = rng.random((30, 31, 32)) < 0.3
+    np.testing.assert_array_equal(cp.asnumpy(tm.label(cp.asarray(b))), sk.label(b))
+    lab = given_labels(rng, (20, 21, 22))
+    inten = rng.normal(100, 20, lab.shape)
+    want = sk.regionprops_table(lab, inten, properties=PROPS, spacing=(1, 2, 3))
+    got = tm.regionprops_table(cp.asarray(lab), cp.asarray(inten), PROPS, spacing=(1, 2, 3))
+    for col, w in want.items():
+        tol = 1e-6 if col.startswith("axis_") else 1e-9
+        np.testing.assert_allclose(got[col], w, rtol=1e-9, atol=tol, err_msg=col)
