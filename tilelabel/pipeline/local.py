@@ -134,7 +134,9 @@ def _borders(be: Backend, labels: Any, first: np.ndarray, chunk: Chunk) -> Borde
             if chunk.open_faces[axis][side]:
                 sl = [slice(None)] * ndim
                 sl[axis] = 0 if side == 0 else -1
-                faces.append(np.ascontiguousarray(be.to_host(labels[tuple(sl)])))
+                # a copy of its own: a view (the first axis's faces) would hold the chunk's
+                # whole labels for as long as the face waits for its pairs, about a slab
+                faces.append(np.array(be.to_host(labels[tuple(sl)]), order="C"))
             else:
                 faces.append(None)
     present = [f.reshape(-1) for f in faces if f is not None]
