@@ -34,7 +34,8 @@ def merge(run: Run, client: Client, graph: MergeGraph, passes: Passes) -> tuple[
     passes.counts.clear()
     holders = {}
     if graph.keeping:  # asked while the merge runs: every summary, so every keep, is done
-        for worker, held in client.run(keep.held, graph.token).items():
+        # a worker lost meanwhile kept nothing: its chunks are labeled again where they go
+        for worker, held in client.run(keep.held, graph.token, on_error="ignore").items():
             holders.update((tuple(idx), worker) for idx in held)
     progress.wait(client, [passes.count], "merging", run.progress)
     passes.summaries.clear()  # the counts and statistics are no longer needed by the client

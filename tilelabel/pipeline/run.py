@@ -159,16 +159,22 @@ def build_graph(run: Run, fit: Fit) -> graph_mod.MergeGraph:
 @contextlib.contextmanager
 def kept_between_passes(client: Client, graph: graph_mod.MergeGraph) -> Iterator[None]:
     """While the passes run; then what the workers kept of them is dropped, however the run
-    ends, and how much of it the writing pass used is logged."""
+    ends (on every worker still there), and how much of it the writing pass used is logged."""
     try:
         yield
     finally:
         if graph.keeping:
-            per_worker = list(client.run(keep_mod.drop, graph.token).values())
-            log.info(
-                "writing pass: %d of %d chunks from labels kept on the workers, %d from their "
-                "kept input",
-                sum(t[0] for t in per_worker),
-                graph.plan.nchunks,
-                sum(t[1] for t in per_worker),
-            )
+            try:
+                per_worker = list(
+                    client.run(keep_mod.drop, graph.token, on_error="ignore").values()
+                )
+            except Exception as e:  # the run's own error, if any, is the one to see
+                log.debug("dropping what the workers kept failed: %s", e)
+            else:
+                log.info(
+                    "writing pass: %d of %d chunks from labels kept on the workers, %d from "
+                    "their kept input",
+                    sum(t[0] for t in per_worker),
+                    graph.plan.nchunks,
+                    sum(t[1] for t in per_worker),
+                )

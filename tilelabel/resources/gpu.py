@@ -127,7 +127,7 @@ class GPUResources:
             may_shrink=chunks is None,
         )
         if fit.turns != 0:
-            client.run(_warm_encoder_soon, codec)
+            client.run(_warm_encoder_soon, codec, on_error="ignore")  # a lost worker warms none
         return fit
 
     def encoder(self, fit: Fit, created: Created) -> TurnEncoder | None:
