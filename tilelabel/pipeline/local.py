@@ -102,10 +102,16 @@ def materialize(block: Any, slices: tuple[slice, ...]) -> np.ndarray:
     return np.asarray(block(slices))
 
 
-def check_block(block: np.ndarray, where: str) -> None:
-    """Errors only visible once data is read (NaN), reported with the chunk that holds them."""
+def check_block(block: np.ndarray, chunk: Chunk) -> None:
+    """Errors only visible once data is read (NaN), reported with the first voxel (in the
+    volume) that holds one and its chunk."""
     if block.dtype.kind == "f" and np.isnan(block).any():
-        raise ValueError(f"input contains NaN in {where}; NaN is neither foreground nor background")
+        first = np.unravel_index(int(np.flatnonzero(np.isnan(block))[0]), block.shape)
+        voxel = tuple(int(i) + o for i, o in zip(first, chunk.offset, strict=True))
+        raise ValueError(
+            f"input contains NaN at voxel {voxel} (in {chunk.where}); NaN is neither "
+            "foreground nor background"
+        )
 
 
 def to_global_keys(local_flat: np.ndarray, chunk: Chunk) -> np.ndarray:
@@ -160,7 +166,7 @@ def summarize(
     ``keep(labels, n, pack)`` is handed the chunk's labels (device or host, the backend's own)
     and a function that packs its foreground to bits, for the writing pass to reuse either.
     """
-    check_block(block, chunk.where)
+    check_block(block, chunk)
     if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
         raise ValueError(
             f"intensity block of shape {intensity.shape} in {chunk.where} differs from the "

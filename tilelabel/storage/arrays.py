@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,7 @@ import numpy as np
 import zarr
 
 from tilelabel.storage import loops
+from tilelabel.storage.errors import CorruptChunk
 from tilelabel.validate import check_input
 
 
@@ -178,10 +180,42 @@ class ZarrSource:
 
     def __call__(self, slices: tuple[slice, ...]) -> np.ndarray:
         selection = self.index + tuple(slices)
+        try:
+            return self._read(selection)
+        except (OSError, MemoryError):
+            raise
+        except Exception as e:  # a codec's error, which names no chunk
+            raise self._which(selection, e) from e
+
+    def _read(self, selection: tuple) -> np.ndarray:
         if loops.here(self.url):
             return loops.run_here(loops.read(self.url, selection))
         arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
         return np.asarray(arr[selection])
+
+    def _which(self, selection: tuple, error: Exception) -> Exception:
+        """A :class:`CorruptChunk` naming the first stored chunk (shard) within ``selection``
+        that cannot be read on its own; ``error`` where each can."""
+        arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
+        unit, shape = storage_chunks(arr), tuple(arr.shape)
+        ranges = []
+        for sel, u, n in zip(selection, unit, shape, strict=True):
+            start, stop = sel.indices(n)[:2] if isinstance(sel, slice) else (sel, sel + 1)
+            ranges.append(range(start // u, -(-stop // u)))
+        for coords in itertools.product(*ranges):
+            box = tuple(
+                slice(c * u, min((c + 1) * u, n))
+                for c, u, n in zip(coords, unit, shape, strict=True)
+            )
+            try:
+                self._read(box)
+            except Exception as e:
+                key = arr.metadata.encode_chunk_key(coords)
+                return CorruptChunk(
+                    f"input {self.url}: stored chunk {coords} (key {key!r}) cannot be read "
+                    f"({type(e).__name__}: {e})"
+                )
+        return error
 
 
 @dataclass(frozen=True)
