@@ -9,6 +9,7 @@ every merge task that is ready runs before the chunks still to label (:mod:`.pla
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,8 @@ from tilelabel.pipeline.graph import MergeGraph
 
 if TYPE_CHECKING:
     from tilelabel.pipeline.run import Run
+
+log = logging.getLogger("tilelabel")
 
 
 @dataclass
@@ -35,6 +38,15 @@ class Passes:
     tables: list[Future]
     #: the component count
     count: Future
+
+    def cancel(self, client: Client) -> None:
+        """Cancel what of the run's graph is still to run (a failed or interrupted run: a
+        client's cluster outlives it). Never raises."""
+        futures = [*futures_of(self.summaries), *futures_of(self.counts), *self.specs]
+        try:
+            client.cancel([*futures, *self.tables, self.count])
+        except Exception as e:  # the run's own error is the one to see
+            log.debug("cancelling the run's tasks failed: %s", e)
 
 
 def label(run: Run, client: Client, graph: MergeGraph) -> Passes:
@@ -61,6 +73,10 @@ def label(run: Run, client: Client, graph: MergeGraph) -> Passes:
     del persisted
     passes = Passes(summaries, counts, futures[len(tables) :], futures[: len(tables)], count)
     run.lap("starting")  # opening, planning, building and submitting the graph
-    progress.wait(client, futures_of(counts), "labeling", run.progress)
+    try:
+        progress.wait(client, futures_of(counts), "labeling", run.progress)
+    except BaseException:
+        passes.cancel(client)
+        raise
     run.lap("labeling")
     return passes

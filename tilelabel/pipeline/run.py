@@ -1,6 +1,7 @@
 """zarr to zarr on a dask cluster: the run, phase by phase.
 
-0. open: the input, the output's place and the options are checked before any cluster starts;
+0. open: the input, the output's place and the options are checked before any cluster starts,
+   and the run takes its output's lease (:mod:`tilelabel.storage.outputs`);
 1. plan: the processing chunks, and what each worker may keep on its device (:mod:`.plan`,
    through the backend's :mod:`tilelabel.resources`);
 2. label: every chunk is labeled; only its summary stays (:mod:`.labeling`, :mod:`.local`);
@@ -11,12 +12,16 @@
    (:mod:`.writing`, :mod:`.relabel`);
 7. finish: the output marked complete, the statistics table collected (:mod:`.finishing`).
 
+A run that fails or is interrupted cancels its tasks, waits for the writes in flight and removes
+what it made of its output; its error is what the caller sees.
+
 The tasks of steps 2 to 5 are one graph, built stage by stage in :mod:`.graph`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -32,12 +37,12 @@ from tilelabel.kernels.backends import resolve_backend
 from tilelabel.options import Options
 from tilelabel.pipeline import graph as graph_mod
 from tilelabel.pipeline import stats as stats_mod
-from tilelabel.pipeline.finishing import Result, finish
-from tilelabel.pipeline.labeling import label
+from tilelabel.pipeline.finishing import Result, complete_already, finish
+from tilelabel.pipeline.labeling import Passes, label
 from tilelabel.pipeline.local import Labeler
 from tilelabel.pipeline.merging import merge
 from tilelabel.pipeline.plan import plan_for_storage, plan_run
-from tilelabel.pipeline.writing import write
+from tilelabel.pipeline.writing import attributes, write
 from tilelabel.resources import Fit, Resources, for_backend
 from tilelabel.resources import keep as keep_mod
 from tilelabel.storage import (
@@ -49,6 +54,7 @@ from tilelabel.storage import (
     open_output,
     open_volume,
 )
+from tilelabel.storage.outputs import check_resume
 
 log = logging.getLogger("tilelabel")
 
@@ -88,21 +94,28 @@ def label_zarr(
 ) -> Result:
     """Label ``options.input`` into ``options.output`` (see :func:`tilelabel.label_zarr`)."""
     run = open_run(options, structure=structure, progress=progress, client=client)  # 0. open
-    with connect(
-        client=client,
-        scheduler=options.scheduler,
-        cluster=options.cluster,
-        local=run.resources.local_cluster,
-        workers=options.workers,
-        workers_per_gpu=options.workers_per_gpu,
-    ) as c:
-        fit = plan_run(run, c)  # 1. plan
-        graph = build_graph(run, fit)  # the tasks of steps 2 to 5
-        with kept_between_passes(c, graph):
-            passes = label(run, c, graph)  # 2. label, with 3-5 submitted behind it
-            count, holders = merge(run, c, graph, passes)  # 3-5. merge, resolve, number
-            created = write(run, c, graph, passes, fit, count, holders)  # 6. write
-        result = finish(run, c, graph, passes, created, count)  # 7. finish
+    if run.output.mode == "done":
+        return complete_already(run)
+    try:
+        with connect(
+            client=client,
+            scheduler=run.options.scheduler,
+            cluster=run.options.cluster,
+            local=run.resources.local_cluster,
+            workers=run.options.workers,
+            workers_per_gpu=run.options.workers_per_gpu,
+        ) as c:
+            fit = plan_run(run, c)  # 1. plan
+            graph = build_graph(run, fit)  # the tasks of steps 2 to 5
+            with kept_between_passes(c, graph):
+                passes = label(run, c, graph)  # 2. label, with 3-5 submitted behind it
+                with cancelled_on_failure(c, passes):
+                    count, holders = merge(run, c, graph, passes)  # 3-5. merge, resolve, number
+                    created = write(run, c, graph, passes, fit, count, holders)  # 6. write
+            result = finish(run, c, graph, passes, created, count)  # 7. finish
+    except BaseException:
+        discard(run)
+        raise
     result.seconds = time.perf_counter() - run.started
     return result
 
@@ -115,7 +128,9 @@ def open_run(
     client: Client | None = None,
 ) -> Run:
     """Step 0: everything the input, the output and the options allow checking, before any
-    cluster starts; a clear error for the first thing wrong."""
+    cluster starts; a clear error for the first thing wrong. Last, the run takes its output's
+    lease (:mod:`tilelabel.storage.lease`): a place another run writes, or one that cannot be
+    written, is refused here."""
     o, started = options, time.perf_counter()
     stats = stats_mod.options(bool(o.stats), o.min_size, o.max_size, o.intensity is not None)
     volume = open_volume(o.input, o.storage_options, o.channel, o.timepoint)
@@ -125,7 +140,19 @@ def open_run(
     remote = o.cluster is not None and o.cluster["kind"] in ("scheduler", "slurm")
     if client is None and o.scheduler is None and not remote:
         resources.check_here()  # before a local cluster starts for it
-    output = open_output(volume, o.output, o.ome_labels, o.overwrite, o.storage_options)
+    inputs = {"input": volume.image.url if volume.image else volume.url}
+    if o.intensity is not None:
+        inputs["intensity image"] = normalize_url(o.intensity)
+    output = open_output(
+        volume,
+        o.output,
+        o.ome_labels,
+        o.storage_options,
+        overwrite=o.overwrite,
+        force=o.force,
+        resume=o.resume,
+        inputs=inputs,
+    )
     if o.chunks is not None:  # a bad chunk size is refused before a cluster starts
         plan_for_storage(volume.shape, volume.storage_chunks, o.chunks)
     intensity = None
@@ -136,7 +163,48 @@ def open_run(
             )
         intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
     labeler = Labeler(backend=backend, connectivity=connectivity, algorithm=o.algorithm)
-    return Run(o, volume, output, labeler, resources, stats, intensity, progress, started)
+    run = Run(o, volume, output, labeler, resources, stats, intensity, progress, started)
+    if output.mode in ("resume", "done"):
+        run.options = resumed(run)
+    if output.mode != "done":
+        output.take()
+    return run
+
+
+def resumed(run: Run) -> Options:
+    """The options of a run that resumes (or finds complete) the labels of ``run.output``:
+    refused where they would make other labels, given the killed run's processing chunks."""
+    check_resume(run.output, attributes(run, None)["tilelabel"])
+    o, recorded = run.options, run.output.record.get("chunks")
+    if recorded is None:
+        return o
+    recorded = tuple(int(c) for c in recorded)
+    if o.chunks is not None and tuple(o.chunks) != recorded:
+        raise ValueError(
+            f"output {run.output.url} is being written in chunks of {recorded}; resume it "
+            "with those (or without --chunks)"
+        )
+    return dataclasses.replace(o, chunks=recorded)
+
+
+def discard(run: Run) -> None:
+    """A failed run: what it made of its output goes, and its lease (never another run's).
+    Never raises: the run's own error is what the caller sees."""
+    try:
+        run.output.discard()
+    except Exception as e:
+        log.warning("could not remove the unfinished output %s: %s", run.output.url, e)
+
+
+@contextlib.contextmanager
+def cancelled_on_failure(client: Client, passes: Passes) -> Iterator[None]:
+    """Where a phase fails (or is interrupted), the run's tasks still pending on the cluster
+    are cancelled: a client's cluster outlives the run."""
+    try:
+        yield
+    except BaseException:
+        passes.cancel(client)
+        raise
 
 
 def build_graph(run: Run, fit: Fit) -> graph_mod.MergeGraph:

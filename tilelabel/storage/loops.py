@@ -122,10 +122,14 @@ async def read(url: str, selection: tuple) -> np.ndarray:
     return np.asarray(await arr.getitem(selection))
 
 
-async def write(url: str, selection: tuple, data: np.ndarray) -> None:
+async def write(url: str, selection: tuple, data: np.ndarray, run: str | None = None) -> None:
+    """Write ``data`` where the array's attributes still name ``run`` (None: anywhere)."""
     from zarr.api.asynchronous import open_array
 
+    from tilelabel.storage.arrays import check_run
+
     arr = await open_array(store=url, mode="r+")
+    check_run(arr, run)
     await arr.setitem(selection, data)
 
 
