@@ -42,6 +42,13 @@ def expected(img, conn=26):
     return ndimage.label(img, structure(img.ndim, conn))[0]
 
 
+def kept_entries() -> int:
+    """On a worker: the chunks kept there between the passes, of any run."""
+    from tilelabel.resources import keep
+
+    return len(keep._kept)
+
+
 def worker_pids(client) -> list[int]:
     return list(client.run(os.getpid).values())
 
@@ -67,20 +74,43 @@ def idle(client) -> None:
     wait_until(lambda: not any(client.run(executing).values()), 60, "the workers to be idle")
 
 
+def soon(predicate, timeout: float = 120) -> None:
+    """Until ``predicate`` holds, looked at every 5 ms (a writing pass is short)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
 def writing_began(out: Path, proc: subprocess.Popen) -> bool:
     """Some chunk of the output is stored (or the command ended)."""
     return proc.poll() is not None or any(p.is_file() for p in (out / "c").rglob("*"))
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A cluster of its own, of two worker processes, whose nannies start a new one for each
+    killed (the runs here are stopped, interrupted and killed)."""
+    kwargs = dict(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with LocalCluster(**kwargs) as lc, Client(lc, set_as_default=False) as c:
+        yield c
+
+
+@pytest.fixture
+def sched(client):
+    client.wait_for_workers(2, timeout=120)
+    return client.scheduler.address
+
+
 @pytest.fixture
 def volume(tmp_path):
-    """A 96^3 volume in 16^3 chunks: 216 writes, long enough a writing pass to act in."""
+    """A 96^3 volume in 16^3 storage chunks (written by 27 tasks of 32^3, or 216 of 16^3)."""
     img = random_volume((96, 96, 96), 0.3, seed=11)
     return img, write_zarr(tmp_path / "in.zarr", img, (16, 16, 16))
 
 
 def test_two_runs_into_one_output_one_wins_and_the_other_touches_nothing(
-    tmp_path, client, cluster, volume
+    tmp_path, client, sched, volume
 ):
     """Two --overwrite runs with other connectivities, started together into one output: one
     writes it, complete and exact for its connectivity; the other is refused at once and
@@ -90,8 +120,8 @@ def test_two_runs_into_one_output_one_wins_and_the_other_touches_nothing(
     write_zarr(out, np.zeros((4, 4), np.uint8), (2, 2))  # an older output, to be replaced
     args = [src, out, "--overwrite", "--chunks", "32,32,32", "--scheduler"]
     with stopped(worker_pids(client)):
-        a = command(*args, cluster.scheduler_address, "-c", "26", "-q")
-        b = command(*args, cluster.scheduler_address, "-c", "6", "-q")
+        a = command(*args, sched, "-c", "26", "-q")
+        b = command(*args, sched, "-c", "6", "-q")
         wait_until(lambda: a.poll() is not None or b.poll() is not None, 120, "a refusal")
     results = {conn: (p.wait(120), p.stderr.read()) for conn, p in ((26, a), (6, b))}
     (won,) = [c for c, (code, _) in results.items() if code == 0]
@@ -123,21 +153,19 @@ def small_disk(tmp_path):
 
 
 def test_a_disk_that_fills_fails_the_run_with_its_cause_and_leaves_nothing(
-    tmp_path, client, cluster, volume, small_disk
+    tmp_path, client, sched, volume, small_disk
 ):
     """Each write stores hundreds of chunk files, more than the disk holds. One worker is held
-    still from the start of the writing pass (its writes pending or in flight) while the other
-    fills the disk: the run fails with the full disk, in one line, and once the held worker
-    goes on nothing of the output is left (removed at once, the held worker's writes landed in
-    it afterwards)."""
+    still once the writing pass has begun (its write in flight) while the other fills the disk:
+    the run fails with the full disk, in one line, and once the held worker goes on nothing of
+    the output is left (removed at once, the held worker's write landed in it afterwards)."""
     img, _ = volume
     src = write_zarr(tmp_path / "small.zarr", img, (8, 8, 8))
     out = small_disk / "out.zarr"
-    args = ["--scheduler", cluster.scheduler_address, "--chunks", "24,96,96", "-c", "6", "-q"]
+    args = ["--scheduler", sched, "--chunks", "24,96,96", "-c", "6", "-q"]
     proc = command(src, out, *args)
     held = worker_pids(client)[:1]
-    while not (out / "zarr.json").exists() and proc.poll() is None:
-        time.sleep(0.005)
+    soon(lambda: writing_began(out, proc))
     with stopped(held):
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(3.0)  # a run that waits for the held worker's writes waits on
@@ -150,17 +178,18 @@ def test_a_disk_that_fills_fails_the_run_with_its_cause_and_leaves_nothing(
 
 
 def test_ctrl_c_in_the_writing_pass_waits_for_the_writes_and_leaves_nothing(
-    tmp_path, client, cluster, volume
+    tmp_path, client, sched, volume
 ):
     """SIGINT while writes are in flight (the workers held still meanwhile): the command
     cancels the writes, waits for those running and removes the output; it says it was
     interrupted, in one line, and exits 130."""
     _, src = volume
     out = tmp_path / "out.zarr"
-    proc = command(src, out, "--scheduler", cluster.scheduler_address, "--chunks", "16,16,16", "-q")
-    wait_until(lambda: writing_began(out, proc), 120, "the writing pass")
-    assert proc.poll() is None, proc.communicate()
-    with stopped(worker_pids(client)):
+    proc = command(src, out, "--scheduler", sched, "--chunks", "32,32,32", "-q")
+    pids = worker_pids(client)
+    soon(lambda: writing_began(out, proc))
+    with stopped(pids):
+        assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
         time.sleep(1.0)
     _, err = proc.communicate(timeout=120)
@@ -177,7 +206,7 @@ from tilelabel.pipeline import relabel
 
 with Client(sys.argv[1]) as client:
     try:
-        tilelabel.label_zarr(sys.argv[2], sys.argv[3], client=client, chunks=(16, 16, 16))
+        tilelabel.label_zarr(sys.argv[2], sys.argv[3], client=client, chunks=(32, 32, 32))
         print(json.dumps({"interrupted": False}))
     except KeyboardInterrupt:
         def ours(dask_scheduler):
@@ -192,19 +221,21 @@ with Client(sys.argv[1]) as client:
 """
 
 
-def test_ctrl_c_in_the_writing_pass_of_the_python_api(tmp_path, client, cluster, volume):
+def test_ctrl_c_in_the_writing_pass_of_the_python_api(tmp_path, client, sched, volume):
     """The same in a user's program on its own cluster: once KeyboardInterrupt reaches it, no
     task of the run is left on the cluster and no write runs."""
     _, src = volume
     out = tmp_path / "out.zarr"
     proc = subprocess.Popen(
-        [sys.executable, "-c", API_RUN, cluster.scheduler_address, src, str(out)],
+        [sys.executable, "-c", API_RUN, sched, src, str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_until(lambda: writing_began(out, proc), 120, "the writing pass")
-    with stopped(worker_pids(client)):
+    pids = worker_pids(client)
+    soon(lambda: writing_began(out, proc))
+    with stopped(pids):
+        assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
         time.sleep(1.0)
     stdout, err = proc.communicate(timeout=120)
@@ -237,40 +268,44 @@ def test_a_corrupt_chunk_is_named_in_one_line_and_tracebacks_wait_for_verbose(tm
     assert not (tmp_path / "out.zarr").exists()
 
 
-def test_resume_after_a_kill_writes_only_the_chunks_not_written(tmp_path, client, cluster, volume):
+def test_resume_after_a_kill_writes_only_the_chunks_not_written(tmp_path, client, sched, volume):
     """SIGKILL in the writing pass leaves an output marked incomplete, which a plain run
     refuses; --resume labels again and writes only the chunks the killed run had not recorded
     (those it had keep their files), with the same exact output."""
     img, src = volume
     out = tmp_path / "out.zarr"
-    args = [src, out, "--scheduler", cluster.scheduler_address]
-    proc = command(*args, "--chunks", "16,16,16", "-q")
+    args = [src, out, "--scheduler", sched]
+    proc = command(*args, "--chunks", "32,32,32", "-q")
 
     def marks():
         return [p for p in (out / ".tilelabel").glob("*/*") if p.name != "lease.json"]
 
-    wait_until(lambda: proc.poll() is not None or len(marks()) >= 10, 120, "chunks written")
-    proc.kill()
-    proc.wait()
+    pids = worker_pids(client)
+    soon(lambda: proc.poll() is not None or len(marks()) >= 3)
+    with stopped(pids):  # the writing pass held where it is while the command is killed
+        proc.kill()
+        proc.wait()
     idle(client)  # the killed run's writes in flight end
     assert zarr.open_array(str(out)).attrs["tilelabel"]["complete"] is False
     again = command(*args, "-q")
     assert again.wait(120) == 2 and "--resume" in again.stderr.read()
     marked = {tuple(int(v) for v in p.name.split(".")) for p in marks()}
-    assert 10 <= len(marked) < 216
+    assert 3 <= len(marked) < 27
     stored = {p: p.stat().st_mtime_ns for p in (out / "c").rglob("*") if p.is_file()}
-    done = {p: t for p, t in stored.items() if tuple(int(v) for v in p.parts[-3:]) in marked}
+    done = {p: t for p, t in stored.items() if tuple(int(v) // 2 for v in p.parts[-3:]) in marked}
     assert done
 
     resumed = command(*args, "--resume")
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
-    assert f"resuming: {len(marked)} of 216 chunks written already" in err
+    assert f"resuming: {len(marked)} of 27 chunks written already" in err
     arr = zarr.open_array(str(out))
     np.testing.assert_array_equal(arr[...], expected(img))
     assert arr.attrs["tilelabel"]["complete"] is True
     assert {p: p.stat().st_mtime_ns for p in done} == done  # not written again
     assert sorted(os.listdir(out)) == ["c", "zarr.json"]
+    # what the killed run kept on the workers went when the next run kept and dropped its own
+    assert not any(client.run(kept_entries).values())
     # resumed once more: complete already, nothing to do
     assert (
         tilelabel.label_zarr(src, str(out), client=client, resume=True)
@@ -304,41 +339,29 @@ class Killer(SchedulerPlugin):
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.fixture(scope="module")
-def doomed():
-    """A cluster of two worker processes whose nannies start a new one for each killed."""
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as lc,
-        Client(lc, set_as_default=False) as c,
-    ):
-        yield c
-
-
 @pytest.mark.parametrize(
     "kind, nth, pause",
     [
         ("summary", 5, 0.0),  # labeling
-        ("counts", 64, 1.0),  # the end of the labeling pass: the run asks what was kept
+        ("counts", 27, 1.0),  # the end of the labeling pass: the run asks what was kept
         ("count", 1, 0.0),  # the end of the merge
-        ("write", 20, 0.0),  # writing
-        ("write", 64, 1.0),  # the end of the writing pass: the run drops what was kept
+        ("write", 10, 0.0),  # writing
+        ("write", 27, 1.0),  # the end of the writing pass: the run drops what was kept
     ],
 )
-def test_a_worker_killed_at_any_point_of_the_run_is_survived(tmp_path, doomed, kind, nth, pause):
-    img = random_volume((64, 64, 64), 0.3, seed=14)
+def test_a_worker_killed_at_any_point_of_the_run_is_survived(tmp_path, client, kind, nth, pause):
+    img = random_volume((48, 48, 48), 0.3, seed=14)
     src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16))
-    doomed.wait_for_workers(2, timeout=120)
-    pids = doomed.run(os.getpid)
-    doomed.register_plugin(Killer(kind, nth, pids, pause))
+    client.wait_for_workers(2, timeout=120)
+    pids = client.run(os.getpid)
+    client.register_plugin(Killer(kind, nth, pids, pause))
     try:
-        n = tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=doomed, chunks=(16,) * 3)
-        killed = doomed.run_on_scheduler(
+        n = tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client, chunks=(16,) * 3)
+        killed = client.run_on_scheduler(
             lambda dask_scheduler: dask_scheduler.plugins[Killer.name].killed
         )
     finally:
-        doomed.unregister_scheduler_plugin(Killer.name)
+        client.unregister_scheduler_plugin(Killer.name)
     assert killed in pids.values()
     arr = zarr.open_array(str(tmp_path / "out.zarr"))
     np.testing.assert_array_equal(arr[...], expected(img))
