@@ -166,7 +166,7 @@ def _bad(tmp_path):
         ("4D", [four_d, out], "2D and 3D"),
         ("strings", [strings.store_path.store.root, out], "not numeric"),
         ("zero-size axis", [zero.store_path.store.root, out], "zero-size axis"),
-        ("NaN", [nanp, out, "--chunks", "4,4"], "NaN in chunk (1, 1)"),
+        ("NaN", [nanp, out, "--chunks", "4,4"], "NaN at voxel (7, 7) (in chunk (1, 1)"),
         ("connectivity", [good, out, "--connectivity", "8"], "not valid for a 3D array"),
         ("cuda", [good, out, "--backend", "cuda"], "no usable GPU"),
     ]

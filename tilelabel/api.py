@@ -171,8 +171,10 @@ _LABEL_ZARR_HEAD = """Label the zarr array ``input`` into a new zarr array ``out
 
 The output equals ``scipy.ndimage.label`` of the whole volume, voxel for voxel: labels 1..count
 in raster order of each component's first voxel, whatever the chunking, the cluster and the
-backend. It runs on a dask cluster: the one of ``client``, ``scheduler`` or ``cluster``, the
-active client, or else a local cluster started for the run (of GPU workers with ``cuda``).
+backend. It runs on a dask cluster: the one of ``client``, ``scheduler`` or ``cluster``, or the
+active client; else in this process's threads where the volume fits this process (with
+``cuda``: the first GPU), or else on a local cluster started for the run (of GPU workers with
+``cuda``).
 
 Returns the component count; ``(count, DataFrame)`` with ``stats=True``; with
 ``return_result``, a :class:`tilelabel.pipeline.finishing.Result` (count, voxels, seconds,

@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -28,6 +29,7 @@ examples:
 #: exit status for input the user can fix (bad arguments, bad data, refused output)
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130
 
 
 def _density(text: str) -> float:
@@ -82,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _setup_logging(verbose: int, quiet: bool) -> None:
-    """tilelabel's own messages (the dashboard address, phases) at INFO unless --quiet;
-    dask's at WARNING unless -vv."""
+    """tilelabel's own messages (the dashboard address, phases) at INFO unless --quiet; the
+    cluster's (distributed's, and its workers' task tracebacks) only with -v, at WARNING (-vv:
+    DEBUG): a run that fails says why in one line of its own."""
     ours = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("tilelabel: %(message)s"))
@@ -93,11 +96,17 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     log.setLevel(ours)
     import dask
 
-    theirs = "debug" if verbose >= 2 else "warning"
-    # distributed configures its loggers from dask's config when first imported (below this)
+    theirs = "debug" if verbose >= 2 else "warning" if verbose else "critical"
+    # distributed configures its loggers from dask's config when first imported (below this),
+    # and a local cluster's workers take their level from it (silence_logs)
     dask.config.set({"logging": {"distributed": theirs, "distributed.scheduler": theirs}})
     for name in ("distributed", "dask_cuda"):
         logging.getLogger(name).setLevel(theirs.upper())
+    if not verbose:
+        # what event loops and the cluster's start say to no one in particular: a pending task
+        # destroyed as the process ends, a dashboard port taken (the address is logged)
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"distributed(\.|$)")
 
 
 def _label(args: argparse.Namespace) -> int:
@@ -140,23 +149,33 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line(e: BaseException) -> str:
+    """An error's message on one line (a worker's may span several)."""
+    return " ".join(str(e).split())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status: 0 done, 2 input to fix (bad arguments or data, a refused output: one line
+    ``tilelabel: error: ...``), 1 a run that failed (``tilelabel: failed: ...``, with its
+    traceback at -v), 130 interrupted (Ctrl-C). A failed or interrupted run leaves no output."""
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     from tilelabel.dtypes import LabelOverflowError
     from tilelabel.kernels.backends import BackendUnavailable
 
+    log = logging.getLogger("tilelabel")
     try:
         return _label(args) if args.command == "label" else _synth(args)
     except (ValueError, LabelOverflowError, BackendUnavailable) as e:
-        print(f"tilelabel: error: {e}", file=sys.stderr)
+        log.debug("refused", exc_info=True)
+        print(f"tilelabel: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("tilelabel: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as e:  # a failure of the run itself: say what, keep the traceback at -v
-        logging.getLogger("tilelabel").debug("run failed", exc_info=True)
-        print(f"tilelabel: failed: {type(e).__name__}: {e}", file=sys.stderr)
+        log.debug("run failed", exc_info=True)
+        print(f"tilelabel: failed: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return EXIT_FAILURE
 
 

@@ -192,9 +192,30 @@ class Options:
     )
     overwrite: bool = option(
         False,
-        "replace OUTPUT if it exists",
+        "replace OUTPUT if it is a zarr array or group",
         check=v.boolean,
         flags=[flag("--overwrite", action="store_true", default=None)],
+    )
+    force: bool = option(
+        False,
+        "replace OUTPUT whatever is there, also a file or a directory that holds no zarr array "
+        "or group (implies --overwrite)",
+        doc="A file in the way is removed when the run starts, anything else only once the "
+        "labels are written. An output that is, holds or lies inside the input is refused "
+        "whatever the flags.",
+        check=v.boolean,
+        flags=[flag("--force", action="store_true", default=None)],
+    )
+    resume: bool = option(
+        False,
+        "finish the labels that a killed run left in OUTPUT, writing only the chunks it had not "
+        "written; label anew where OUTPUT does not exist, and do nothing where it is complete",
+        doc="The run labels and merges again (the output is unchanged by that) and writes the "
+        "chunks that the killed run had not recorded as written. It must be given the same "
+        "input and the same connectivity and size filter; the processing chunks are the "
+        "killed run's.",
+        check=v.boolean,
+        flags=[flag("--resume", action="store_true", default=None)],
     )
     scheduler: str | None = option(
         None,

@@ -10,7 +10,8 @@ import pytest
 import tilelabel
 from tests.conftest import write_zarr
 from tilelabel.cluster import heap
-from tilelabel.storage import arrays
+from tilelabel.pipeline import run as run_mod
+from tilelabel.storage import outputs
 from tilelabel.synth import random_volume
 
 
@@ -69,13 +70,13 @@ def test_label_zarr_runs_with_the_heap_frozen_and_thaws_it_however_it_ends(
 ):
     mine = [[]]
     seen = []
-    check = arrays.check_output
+    check = outputs.open_output
 
     def observed(*args, **kwargs):  # called inside the run, before the cluster is used
         seen.append(is_frozen(mine))
         return check(*args, **kwargs)
 
-    monkeypatch.setattr(arrays, "check_output", observed)
+    monkeypatch.setattr(run_mod, "open_output", observed)
     img = random_volume((16, 16, 16), 0.3, seed=2)
     src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
     tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), client=client)

@@ -30,6 +30,16 @@ def test_a_summary_counts_its_arrays():
     assert sizeof(_whole_summary()) >= sizeof(borders) + sizeof(counts)
 
 
+def test_faces_hold_only_their_own_bytes():
+    """What the summary keeps of a chunk waits for the chunk's neighbours, about a slab of
+    chunks: a face that was a view of the chunk's labels (the first axis's are contiguous) kept
+    every such chunk's whole labels alive, unseen by dask, so that a worker's memory grew with
+    the volume."""
+    borders, _ = _summary()
+    for face in borders.faces:
+        assert face.base is None and face.flags.owndata and face.flags.c_contiguous
+
+
 def test_a_lookup_spec_counts_its_arrays():
     _, counts = _summary()
     roots = counts.keys.copy()

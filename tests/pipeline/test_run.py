@@ -110,7 +110,8 @@ def test_nan_fails_without_output(tmp_path, client):
     f = np.zeros((16, 16, 16), np.float64)
     f[15, 15, 15] = np.nan
     src = write_zarr(tmp_path / "in.zarr", f, (8, 8, 8))
-    with pytest.raises(ValueError, match=r"NaN in chunk \(1, 1, 1\) at \(8, 8, 8\)"):
+    where = r"NaN at voxel \(15, 15, 15\) \(in chunk \(1, 1, 1\) at \(8, 8, 8\)"
+    with pytest.raises(ValueError, match=where):
         tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), chunks=(8, 8, 8), client=client)
     assert not (tmp_path / "out.zarr").exists()
 

@@ -11,7 +11,7 @@ from scipy import ndimage
 
 import tilelabel
 from tilelabel.cli import main
-from tilelabel.storage import arrays
+from tilelabel.storage import places
 from tilelabel.synth import random_volume
 
 FULL3 = np.ones((3, 3, 3))
@@ -95,15 +95,15 @@ def test_memory_url_through_the_command_line(threads, memory_root, capsys):
 
 
 def test_remove_of_an_unfinished_output(tmp_path, memory_root):
-    """The cleanup of a failed write (arrays.remove) on each kind of URL; absent is fine."""
+    """The cleanup of a failed write (places.remove) on each kind of URL; absent is fine."""
     for url in (f"{memory_root}/half.zarr", f"file://{tmp_path}/half.zarr", str(tmp_path / "p")):
         write(url, np.ones((4, 4), np.uint32), (2, 2), storage_options=so(url))
-        assert arrays._exists(arrays.normalize_url(url))
-        arrays.remove(url)
-        assert not arrays._exists(arrays.normalize_url(url))
+        assert places.found(url) == "zarr"
+        places.remove(url)
+        assert places.found(url) == "nothing"
         with pytest.raises(FileNotFoundError):
             zarr.open_array(url, mode="r")
-        arrays.remove(url)  # nothing left: no error
+        places.remove(url)  # nothing left: no error
 
 
 def test_ome_image_in_memory(threads, memory_root):

@@ -4,14 +4,15 @@ The phases of a run (:mod:`.labeling`, :mod:`.merging`, :mod:`.writing`, :mod:`.
 an :class:`Executor` for the same few things whichever it is:
 
 - ``threads()``: each worker's threads, which size the plan;
-- ``each(fn, ...)``: ``fn`` run once in every worker process (its GPU, what it keeps);
+- ``each(fn, ..., lenient=False)``: ``fn`` run once in every worker process (its GPU, what it
+  keeps); ``lenient``: the answers of the workers that gave one (a worker may die meanwhile);
 - ``start(graph)``: the run's graph submitted: a future per chunk's counts, lookup spec and
   table rows, and one for the component count (:class:`~.labeling.Passes`);
 - ``holders(graph, passes)``: per chunk, the worker that kept it for the writing pass;
 - ``submit(fn, *args, key=..., where=..., **kwargs)``: one task (a unique ``key``), run once
   its future arguments are done, on the worker ``where`` if it still runs;
 - ``wait(futures, desc, show)`` (a progress bar where ``show``), ``result(future)``,
-  ``gather(futures)``.
+  ``gather(futures)``, ``cancel(futures)`` (what of them has not run; never raises).
 
 A volume that one process can label runs on :class:`ThreadExecutor`: dask's threaded
 scheduler over the same graph and the same task functions in this process, with no scheduler,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -46,7 +48,9 @@ class Executor(Protocol):
 
     def threads(self) -> dict[str, int]: ...
 
-    def each(self, fn: Callable, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
+    def each(
+        self, fn: Callable, *args: Any, lenient: bool = False, **kwargs: Any
+    ) -> dict[str, Any]: ...
 
     def start(self, graph: MergeGraph) -> Passes: ...
 
@@ -61,6 +65,8 @@ class Executor(Protocol):
     def result(self, future) -> Any: ...
 
     def gather(self, futures: Sequence) -> list: ...
+
+    def cancel(self, futures: Sequence) -> None: ...
 
 
 @contextlib.contextmanager
@@ -145,7 +151,9 @@ class ThreadExecutor:
     def threads(self) -> dict[str, int]:
         return {THIS_PROCESS: self.nthreads}
 
-    def each(self, fn: Callable, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def each(
+        self, fn: Callable, *args: Any, lenient: bool = False, **kwargs: Any
+    ) -> dict[str, Any]:
         return {THIS_PROCESS: fn(*args, **kwargs)}
 
     def start(self, graph: MergeGraph) -> Passes:
@@ -201,11 +209,14 @@ class ThreadExecutor:
         lock = threading.Lock()
 
         def launch() -> None:
+            if out.done():  # cancelled while it waited for its arguments
+                return
             try:
                 values = [a.result() if isinstance(a, Future) else a for a in args]
                 inner = self.pool.submit(fn, *values, **kwargs)
             except BaseException as e:  # a failed argument, or the pool has shut down
-                out.set_exception(e)
+                if not out.done():
+                    out.set_exception(e)
                 return
             inner.add_done_callback(functools.partial(_copy_outcome, out))
 
@@ -234,10 +245,19 @@ class ThreadExecutor:
     def gather(self, futures: Sequence[Future]) -> list:
         return [f.result() for f in futures]
 
+    def cancel(self, futures: Sequence[Future]) -> None:
+        """The graph schedules nothing more; the futures not done are cancelled (tasks already
+        running end on their own)."""
+        self.closed = True
+        for fut in futures:
+            fut.cancel()
+
 
 def _copy_outcome(out: Future, done: Future) -> None:
+    if out.done():  # cancelled meanwhile
+        return
     if done.cancelled():
-        out.cancel() or out.set_exception(_Cancelled("the run's executor has closed"))
+        out.cancel()
     elif done.exception() is not None:
         out.set_exception(done.exception())
     else:
@@ -262,8 +282,11 @@ class DaskExecutor:
         # not scheduler_info(), whose cached answer a periodic refresh may empty
         return dict(self.client.nthreads())
 
-    def each(self, fn: Callable, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return self.client.run(fn, *args, **kwargs)
+    def each(
+        self, fn: Callable, *args: Any, lenient: bool = False, **kwargs: Any
+    ) -> dict[str, Any]:
+        on_error = "ignore" if lenient else "raise"
+        return self.client.run(fn, *args, on_error=on_error, **kwargs)
 
     def start(self, graph: MergeGraph) -> Passes:
         import dask
@@ -303,8 +326,6 @@ class DaskExecutor:
         )
 
     def holders(self, graph: MergeGraph, passes: Passes) -> dict[Index, str]:
-        import logging
-
         from tilelabel.pipeline import placement
         from tilelabel.resources import keep
 
@@ -317,7 +338,8 @@ class DaskExecutor:
         )
         found: dict[Index, str] = {}
         if graph.keeping:  # asked while the merge runs: every summary, so every keep, is done
-            for worker, held in self.client.run(keep.held, graph.token).items():
+            # a worker lost meanwhile kept nothing: its chunks are labeled again where they go
+            for worker, held in self.each(keep.held, graph.token, lenient=True).items():
                 found.update((tuple(idx), worker) for idx in held)
         return found
 
@@ -351,3 +373,11 @@ class DaskExecutor:
         for fut in futures:
             fut.release()
         return out
+
+    def cancel(self, futures: Sequence) -> None:
+        from distributed import futures_of
+
+        try:
+            self.client.cancel(futures_of(list(futures)))
+        except Exception as e:  # the run's own error is the one to see
+            logging.getLogger("tilelabel").debug("cancelling the run's tasks failed: %s", e)

@@ -1,5 +1,5 @@
-"""The end of a run: the output marked complete and made visible, the statistics table
-collected, and the run's :class:`Result`."""
+"""The end of a run: the output marked complete and made visible (once it is still the run's),
+the statistics table collected, and the run's :class:`Result`."""
 
 from __future__ import annotations
 
@@ -51,10 +51,9 @@ def finish(
 ) -> Result:
     """Mark the output complete and publish it; collect the statistics table if one is asked
     for (written to Parquet one slab of chunks at a time, or returned whole)."""
-    attrs = attributes(run, count)
+    attrs = attributes(run, count, graph.plan)
     attrs["tilelabel"]["complete"] = True
-    created.array.attrs.update(attrs)
-    run.output.publish()
+    run.output.complete(attrs)  # checked still the run's, made visible, the lease released
     table = None
     if passes.tables:
         stats = run.options.stats
@@ -79,3 +78,16 @@ def finish(
     log.info("phases: %s", ", ".join(f"{k} {v:.2f} s" for k, v in run.phases.items()))
     log.debug("%s", result.summary())
     return result
+
+
+def complete_already(run: Run) -> Result:
+    """A resumed run whose output is complete: nothing to do, and no statistics table."""
+    record = run.output.record
+    log.info("output %s is complete already: nothing to resume", run.output.url)
+    return Result(
+        components=int(record["components"]),
+        voxels=int(np.prod(run.volume.shape)),
+        seconds=time.perf_counter() - run.started,
+        dtype=run.output.resumed_dtype(),
+        backend=str(record.get("backend", run.labeler.backend)),
+    )

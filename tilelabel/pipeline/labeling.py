@@ -32,11 +32,20 @@ class Passes:
     #: what else keeps the chunks' summaries alive until the count is known (a cluster's)
     summaries: list[Any] = field(default_factory=list)
 
+    def cancel(self, ex: Executor) -> None:
+        """Cancel what of the run's graph is still to run (a failed or interrupted run: a
+        client's cluster outlives it). Never raises."""
+        ex.cancel([*self.summaries, *self.counts, *self.specs, *self.tables, self.count])
+
 
 def label(run: Run, ex: Executor, graph: MergeGraph) -> Passes:
     """Submit the labeling pass and, behind it, the merge; wait for every chunk's summary."""
     passes = ex.start(graph)
     run.lap("starting")  # opening, planning, building and submitting the graph
-    ex.wait(passes.counts, "labeling", run.progress)
+    try:
+        ex.wait(passes.counts, "labeling", run.progress)
+    except BaseException:
+        passes.cancel(ex)
+        raise
     run.lap("labeling")
     return passes

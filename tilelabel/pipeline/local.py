@@ -127,10 +127,16 @@ def _read_on_device(reader: Any, slices: tuple[slice, ...], be: Backend) -> Any:
         return None
 
 
-def check_block(block: np.ndarray, where: str) -> None:
-    """Errors only visible once data is read (NaN), reported with the chunk that holds them."""
+def check_block(block: np.ndarray, chunk: Chunk) -> None:
+    """Errors only visible once data is read (NaN), reported with the first voxel (in the
+    volume) that holds one and its chunk."""
     if block.dtype.kind == "f" and np.isnan(block).any():
-        raise ValueError(f"input contains NaN in {where}; NaN is neither foreground nor background")
+        first = np.unravel_index(int(np.flatnonzero(np.isnan(block))[0]), block.shape)
+        voxel = tuple(int(i) + o for i, o in zip(first, chunk.offset, strict=True))
+        raise ValueError(
+            f"input contains NaN at voxel {voxel} (in {chunk.where}); NaN is neither "
+            "foreground nor background"
+        )
 
 
 def to_global_keys(local_flat: np.ndarray, chunk: Chunk) -> np.ndarray:
@@ -159,7 +165,9 @@ def _borders(be: Backend, labels: Any, first: np.ndarray, chunk: Chunk) -> Borde
             if chunk.open_faces[axis][side]:
                 sl = [slice(None)] * ndim
                 sl[axis] = 0 if side == 0 else -1
-                faces.append(np.ascontiguousarray(be.to_host(labels[tuple(sl)])))
+                # a copy of its own: a view (the first axis's faces) would hold the chunk's
+                # whole labels for as long as the face waits for its pairs, about a slab
+                faces.append(np.array(be.to_host(labels[tuple(sl)]), order="C"))
             else:
                 faces.append(None)
     present = [f.reshape(-1) for f in faces if f is not None]
@@ -186,7 +194,7 @@ def summarize(
     ``keep(labels, n, pack)`` is handed the chunk's labels (device or host, the backend's own)
     and a function that packs its foreground to bits, for the writing pass to reuse either.
     """
-    check_block(block, chunk.where)
+    check_block(block, chunk)
     if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
         raise ValueError(
             f"intensity block of shape {intensity.shape} in {chunk.where} differs from the "

@@ -8,6 +8,9 @@ the second pass identical to the first, and memory per worker stays O(chunk) for
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,6 +20,29 @@ from tilelabel.pipeline.local import Labeler, materialize
 from tilelabel.pipeline.numbering import LutSpec, build_lut
 from tilelabel.pipeline.plan import Chunk
 from tilelabel.resources import keep
+
+_lock = threading.Lock()
+#: writes running in this process, by the tag of their run's writing pass
+_in_flight: dict[str, int] = {}
+
+
+def writes_in_flight(tag: str) -> int:
+    """How many writes of ``tag`` run in this process (a failed run waits for none to be left)."""
+    with _lock:
+        return _in_flight.get(tag, 0)
+
+
+@contextlib.contextmanager
+def _writing(tag: str) -> Iterator[None]:
+    with _lock:
+        _in_flight[tag] = _in_flight.get(tag, 0) + 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _in_flight[tag] -= 1
+            if not _in_flight[tag]:
+                del _in_flight[tag]
 
 
 def labels_again(
@@ -54,20 +80,27 @@ def write_chunk(
     target: Any,
     slot: keep.Slot | None = None,
     encoder: Any = None,
+    marks: Any = None,
+    tag: str = "",
 ) -> None:
     """The writing pass's task: the chunk's final labels into ``target`` (a
-    :class:`tilelabel.storage.ZarrTarget`). ``block``: a reader of the input, called only where
-    nothing of the chunk was kept (``slot``); ``encoder``: where set, how the chunk may be
+    :class:`tilelabel.storage.ZarrTarget`), then the chunk recorded as written in ``marks``
+    (:class:`tilelabel.storage.lease.Marks`). ``block``: a reader of the input, called only
+    where nothing of the chunk was kept (``slot``); ``encoder``: where set, how the chunk may be
     compressed on the device (:meth:`tilelabel.resources.turns.TurnEncoder.encode`), whose
-    compressed storage chunks the target then stores as they are."""
-    kept = None if slot is None else keep.take(slot)
-    if kept is None:
-        block = materialize(block, chunk.slices, labeler)
-    be, labels = labels_again(block, spec, labeler=labeler, kept=kept)
-    lut = build_lut(spec, dtype)
-    tiles = None if encoder is None else encoder.encode(be, labels, lut)
-    if tiles is not None:
-        target.write_chunks(chunk.slices, tiles)
-    else:
-        # page-locked where the backend has it: the labels are written out and dropped at once
-        target(chunk.slices, be.apply_lut(labels, lut, staging=True))
+    compressed storage chunks the target then stores as they are. While it runs, it counts as
+    one of ``tag``'s writes in flight (:func:`writes_in_flight`)."""
+    with _writing(tag):
+        kept = None if slot is None else keep.take(slot)
+        if kept is None:
+            block = materialize(block, chunk.slices, labeler)
+        be, labels = labels_again(block, spec, labeler=labeler, kept=kept)
+        lut = build_lut(spec, dtype)
+        tiles = None if encoder is None else encoder.encode(be, labels, lut)
+        if tiles is not None:
+            target.write_chunks(chunk.slices, tiles)
+        else:
+            # page-locked where the backend has it: the labels are written out and dropped
+            target(chunk.slices, be.apply_lut(labels, lut, staging=True))
+        if marks is not None:
+            marks.mark(chunk.index)

@@ -1,8 +1,9 @@
 """zarr to zarr, in this process or on a dask cluster: the run, phase by phase.
 
 0. open: the input, the output's place and the options are checked before any cluster starts,
-   and the run gets its executor: this process's threads where the volume fits one process,
-   else a dask cluster (:mod:`.executors`);
+   and the run takes its output's lease (:mod:`tilelabel.storage.outputs`) and gets its
+   executor: this process's threads where the volume fits one process, else a dask cluster
+   (:mod:`.executors`);
 1. plan: the processing chunks, and what each worker may keep on its device (:mod:`.plan`,
    through the backend's :mod:`tilelabel.resources`);
 2. label: every chunk is labeled; only its summary stays (:mod:`.labeling`, :mod:`.local`);
@@ -13,12 +14,16 @@
    (:mod:`.writing`, :mod:`.relabel`);
 7. finish: the output marked complete, the statistics table collected (:mod:`.finishing`).
 
+A run that fails or is interrupted cancels its tasks, waits for the writes in flight and removes
+what it made of its output; its error is what the caller sees.
+
 The tasks of steps 2 to 5 are one graph, built stage by stage in :mod:`.graph`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -34,12 +39,12 @@ from tilelabel.options import Options
 from tilelabel.pipeline import graph as graph_mod
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.executors import Executor, open_executor
-from tilelabel.pipeline.finishing import Result, finish
-from tilelabel.pipeline.labeling import label
+from tilelabel.pipeline.finishing import Result, complete_already, finish
+from tilelabel.pipeline.labeling import Passes, label
 from tilelabel.pipeline.local import Labeler
 from tilelabel.pipeline.merging import merge
 from tilelabel.pipeline.plan import plan_run
-from tilelabel.pipeline.writing import write
+from tilelabel.pipeline.writing import attributes, write
 from tilelabel.resources import Fit, Resources, Work, for_backend
 from tilelabel.resources import keep as keep_mod
 from tilelabel.storage import (
@@ -51,6 +56,7 @@ from tilelabel.storage import (
     open_output,
     open_volume,
 )
+from tilelabel.storage.outputs import check_resume
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -67,8 +73,9 @@ class Run:
     output: Output
     labeler: Labeler
     resources: Resources
-    #: what a cluster started for the run is sized to
-    work: Work
+    #: what a cluster started for the run is sized to (set once its options are final: a
+    #: resumed run takes the killed run's chunks)
+    work: Work | None
     #: statistics and size filter (None: labels only)
     stats: stats_mod.StatsOptions | None
     #: the intensity image's reader (statistics)
@@ -99,14 +106,21 @@ def label_zarr(
 
         serve_unless_client(options.cluster)
     run = open_run(options, structure=structure, progress=progress, client=client)  # 0. open
-    with open_executor(run, client) as ex:
-        fit = plan_run(run, ex)  # 1. plan
-        graph = build_graph(run, fit)  # the tasks of steps 2 to 5
-        with kept_between_passes(ex, graph):
-            passes = label(run, ex, graph)  # 2. label, with 3-5 submitted behind it
-            count, holders = merge(run, ex, graph, passes)  # 3-5. merge, resolve, number
-            created = write(run, ex, graph, passes, fit, count, holders)  # 6. write
-        result = finish(run, ex, graph, passes, created, count)  # 7. finish
+    if run.output.mode == "done":
+        return complete_already(run)
+    try:
+        with open_executor(run, client) as ex:
+            fit = plan_run(run, ex)  # 1. plan
+            graph = build_graph(run, fit)  # the tasks of steps 2 to 5
+            with kept_between_passes(ex, graph):
+                passes = label(run, ex, graph)  # 2. label, with 3-5 submitted behind it
+                with cancelled_on_failure(ex, passes):
+                    count, holders = merge(run, ex, graph, passes)  # 3-5. merge, resolve, number
+                    created = write(run, ex, graph, passes, fit, count, holders)  # 6. write
+            result = finish(run, ex, graph, passes, created, count)  # 7. finish
+    except BaseException:
+        discard(run)
+        raise
     result.seconds = time.perf_counter() - run.started
     return result
 
@@ -119,7 +133,9 @@ def open_run(
     client: Client | None = None,
 ) -> Run:
     """Step 0: everything the input, the output and the options allow checking, before any
-    cluster starts; a clear error for the first thing wrong."""
+    cluster starts; a clear error for the first thing wrong. Last, the run takes its output's
+    lease (:mod:`tilelabel.storage.lease`): a place another run writes, or one that cannot be
+    written, is refused here."""
     o, started = options, time.perf_counter()
     if o.spacing is not None and not o.stats:
         raise ValueError("a spacing is only used by the statistics table; ask for one (--stats)")
@@ -141,9 +157,19 @@ def open_run(
     remote = o.cluster is not None and o.cluster["kind"] not in ("local", "local-cuda")
     if client is None and o.scheduler is None and not remote:
         resources.check_here()  # before a local cluster starts for it
-    output = open_output(volume, o.output, o.ome_labels, o.overwrite, o.storage_options)
-    # a bad chunk size is refused here, before a cluster starts
-    work = Work.of(volume.shape, volume.storage_chunks, o.chunks, volume.array.dtype.itemsize)
+    inputs = {"input": volume.image.url if volume.image else volume.url}
+    if o.intensity is not None:
+        inputs["intensity image"] = normalize_url(o.intensity)
+    output = open_output(
+        volume,
+        o.output,
+        o.ome_labels,
+        o.storage_options,
+        overwrite=o.overwrite,
+        force=o.force,
+        resume=o.resume,
+        inputs=inputs,
+    )
     intensity = None
     if o.intensity is not None:
         if tuple(open_input(o.intensity, o.storage_options).shape) != volume.shape:
@@ -152,7 +178,51 @@ def open_run(
             )
         intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
     labeler = Labeler(backend=backend, connectivity=connectivity, algorithm=o.algorithm)
-    return Run(o, volume, output, labeler, resources, work, stats, intensity, progress, started)
+    run = Run(o, volume, output, labeler, resources, None, stats, intensity, progress, started)
+    if output.mode in ("resume", "done"):
+        run.options = resumed(run)
+    # a bad chunk size is refused here, before a cluster starts
+    itemsize = volume.array.dtype.itemsize
+    run.work = Work.of(volume.shape, volume.storage_chunks, run.options.chunks, itemsize)
+    if output.mode != "done":
+        output.take()
+    return run
+
+
+def resumed(run: Run) -> Options:
+    """The options of a run that resumes (or finds complete) the labels of ``run.output``:
+    refused where they would make other labels, given the killed run's processing chunks."""
+    check_resume(run.output, attributes(run, None)["tilelabel"])
+    o, recorded = run.options, run.output.record.get("chunks")
+    if recorded is None:
+        return o
+    recorded = tuple(int(c) for c in recorded)
+    if o.chunks is not None and tuple(o.chunks) != recorded:
+        raise ValueError(
+            f"output {run.output.url} is being written in chunks of {recorded}; resume it "
+            "with those (or without --chunks)"
+        )
+    return dataclasses.replace(o, chunks=recorded)
+
+
+def discard(run: Run) -> None:
+    """A failed run: what it made of its output goes, and its lease (never another run's).
+    Never raises: the run's own error is what the caller sees."""
+    try:
+        run.output.discard()
+    except Exception as e:
+        log.warning("could not remove the unfinished output %s: %s", run.output.url, e)
+
+
+@contextlib.contextmanager
+def cancelled_on_failure(ex: Executor, passes: Passes) -> Iterator[None]:
+    """Where a phase fails (or is interrupted), the run's tasks still pending are cancelled: a
+    client's cluster outlives the run."""
+    try:
+        yield
+    except BaseException:
+        passes.cancel(ex)
+        raise
 
 
 def build_graph(run: Run, fit: Fit) -> graph_mod.MergeGraph:
@@ -175,16 +245,20 @@ def build_graph(run: Run, fit: Fit) -> graph_mod.MergeGraph:
 @contextlib.contextmanager
 def kept_between_passes(ex: Executor, graph: graph_mod.MergeGraph) -> Iterator[None]:
     """While the passes run; then what the workers kept of them is dropped, however the run
-    ends, and how much of it the writing pass used is logged."""
+    ends (on every worker still there), and how much of it the writing pass used is logged."""
     try:
         yield
     finally:
         if graph.keeping:
-            per_worker = list(ex.each(keep_mod.drop, graph.token).values())
-            log.info(
-                "writing pass: %d of %d chunks from labels kept on the workers, %d from their "
-                "kept input",
-                sum(t[0] for t in per_worker),
-                graph.plan.nchunks,
-                sum(t[1] for t in per_worker),
-            )
+            try:
+                per_worker = list(ex.each(keep_mod.drop, graph.token, lenient=True).values())
+            except Exception as e:  # the run's own error, if any, is the one to see
+                log.debug("dropping what the workers kept failed: %s", e)
+            else:
+                log.info(
+                    "writing pass: %d of %d chunks from labels kept on the workers, %d from "
+                    "their kept input",
+                    sum(t[0] for t in per_worker),
+                    graph.plan.nchunks,
+                    sum(t[1] for t in per_worker),
+                )

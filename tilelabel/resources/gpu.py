@@ -172,7 +172,7 @@ class GPUResources:
             per_worker=max(threads.values(), default=1),
         )
         if fit.turns != 0:
-            ex.each(_warm_encoder_soon, codec)
+            ex.each(_warm_encoder_soon, codec, lenient=True)  # a lost worker warms none
         return fit
 
     def encoder(self, fit: Fit, created: Created) -> TurnEncoder | None:

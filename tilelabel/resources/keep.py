@@ -6,11 +6,13 @@ labeling the chunk a second time. Where it holds only the chunk's foreground, pa
 voxel, the write skips reading and decoding the input and labels the bits again (the kernels'
 canonical numbering gives the same labels). Anything else is read and labeled again from the
 input, so the budgets bound memory and never correctness. Entries belong to one run (its token)
-and are dropped when the write takes them or the run ends.
+and are dropped when the write takes them or the run ends; those of a run whose client was
+killed go when another run keeps or drops its own.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,11 +86,33 @@ def _used(token: str, labels: bool) -> int:
     )
 
 
+def _prune(current: str) -> None:
+    """Forget (under the lock) the entries of runs other than ``current`` that hold no result in
+    this worker any more: runs whose client went away (killed) before dropping them. A run
+    holds the counts, then the lookup spec, of each chunk it kept here until it ends; one that
+    does not reads its chunks again (budgets never decide correctness)."""
+    others = {t for t, _ in _kept} - {current}
+    if not others or "distributed" not in sys.modules:  # no worker here: this process's run
+        return
+    try:
+        from distributed import get_worker
+
+        names = {k[0] if isinstance(k, tuple) else k for k in list(get_worker().data)}
+    except (ValueError, RuntimeError):  # not in a worker, or its results changed meanwhile
+        return
+    names = {n for n in names if isinstance(n, str) and n.startswith("tilelabel-")}
+    gone = {t for t in others if not any(n.endswith(f"-{t}") for n in names)}
+    for key in [k for k in _kept if k[0] in gone]:
+        del _kept[key]
+
+
 def put(slot: Slot, labels: Any, n: int, pack: Callable[[], Any] | None = None) -> bool:
     """Keep ``labels`` if the run's labels in this process stay within ``slot.budget``; else
     ``pack()`` (the chunk's foreground, one bit per voxel) if the packed inputs stay within
-    ``slot.input_budget``. False where neither was kept."""
+    ``slot.input_budget``. False where neither was kept. Entries of runs that ended without
+    dropping theirs go first (:func:`_prune`)."""
     with _lock:
+        _prune(slot.token)
         if _used(slot.token, True) + labels.nbytes <= slot.budget:
             _kept[(slot.token, slot.idx)] = Kept(n, labels=labels)
             return True
@@ -120,9 +144,11 @@ def held(token: str) -> list[tuple[int, ...]]:
 
 
 def drop(token: str) -> tuple[int, int, int]:
-    """Forget every entry of a run (run on each worker when the run ends): (chunks the writing
-    pass took from here as labels, as packed input, entries left unused)."""
+    """Forget every entry of a run (run on each worker when the run ends), and those of runs
+    that ended without dropping theirs: (chunks the writing pass took from here as labels, as
+    packed input, entries of the run left unused)."""
     with _lock:
+        _prune(token)
         keys = [k for k in _kept if k[0] == token]
         for k in keys:
             del _kept[k]

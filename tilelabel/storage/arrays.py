@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ import numpy as np
 import zarr
 
 from tilelabel.storage import loops
+from tilelabel.storage.errors import CorruptChunk, OutputTaken
 from tilelabel.validate import check_input
 
 
@@ -21,16 +23,6 @@ def normalize_url(url: str) -> str:
         return url.rstrip("/")
     path = url[len("file://") :] if url.startswith("file://") else url
     return os.path.realpath(os.path.expanduser(path))
-
-
-def _exists(url: str) -> bool:
-    if "://" not in url:
-        return os.path.exists(url)
-    try:
-        zarr.open(url, mode="r")
-        return True
-    except Exception:
-        return False
 
 
 def open_input(url: str, storage_options: dict | None = None) -> zarr.Array:
@@ -59,16 +51,6 @@ def open_input(url: str, storage_options: dict | None = None) -> zarr.Array:
 def storage_chunks(arr: zarr.Array) -> tuple[int, ...]:
     """The unit a task may write without racing another: the shard if sharded, else the chunk."""
     return tuple(arr.shards or arr.chunks)
-
-
-def check_output(dst: str, src: str, overwrite: bool) -> None:
-    """Refuse an output equal to the input, or existing without ``overwrite``, before any work."""
-    if normalize_url(dst) == normalize_url(src):
-        raise ValueError(f"output {dst} is the input; write the labels to another array")
-    if _exists(normalize_url(dst)) and not overwrite:
-        raise ValueError(
-            f"output {dst} already exists; pass overwrite=True (--overwrite) to replace it"
-        )
 
 
 def create_output(
@@ -100,13 +82,17 @@ def create_output(
     )
 
 
-def remove(url: str, storage_options: dict | None = None) -> None:
-    """Delete an output that did not complete, so that nothing half-written is left behind."""
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(normalize_url(url), **(storage_options or {}))
-    if fs.exists(path):
-        fs.rm(path, recursive=True)
+def check_run(array: zarr.Array, run: str | None) -> None:
+    """Refuse to write into ``array`` unless its attributes name ``run`` (None: no check):
+    another run has replaced the output meanwhile (see :mod:`tilelabel.storage.outputs`)."""
+    if run is None:
+        return
+    named = (array.attrs.get("tilelabel") or {}).get("run")
+    if named != run:
+        raise OutputTaken(
+            f"output {array.store_path} was replaced by another run (run {named}); this run "
+            "stops writing there"
+        )
 
 
 @dataclass(frozen=True)
@@ -205,6 +191,14 @@ class ZarrSource:
 
     def __call__(self, slices: tuple[slice, ...]) -> np.ndarray:
         selection = self.index + tuple(slices)
+        try:
+            return self._read(selection)
+        except (OSError, MemoryError):
+            raise
+        except Exception as e:  # a codec's error, which names no chunk
+            raise self._which(selection, e) from e
+
+    def _read(self, selection: tuple) -> np.ndarray:
         if loops.here(self.url):
             return loops.run_here(loops.read(self.url, selection))
         arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
@@ -237,6 +231,30 @@ class ZarrSource:
         tiles = {idx: data for idx, data in zip(idxs, found, strict=True) if data is not None}
         return RawBlock(layout, np.dtype(arr.dtype), shape, tiles)
 
+    def _which(self, selection: tuple, error: Exception) -> Exception:
+        """A :class:`CorruptChunk` naming the first stored chunk (shard) within ``selection``
+        that cannot be read on its own; ``error`` where each can."""
+        arr = zarr.open_array(self.url, mode="r", storage_options=self.storage_options)
+        unit, shape = storage_chunks(arr), tuple(arr.shape)
+        ranges = []
+        for sel, u, n in zip(selection, unit, shape, strict=True):
+            start, stop = sel.indices(n)[:2] if isinstance(sel, slice) else (sel, sel + 1)
+            ranges.append(range(start // u, -(-stop // u)))
+        for coords in itertools.product(*ranges):
+            box = tuple(
+                slice(c * u, min((c + 1) * u, n))
+                for c, u, n in zip(coords, unit, shape, strict=True)
+            )
+            try:
+                self._read(box)
+            except Exception as e:
+                key = arr.metadata.encode_chunk_key(coords)
+                return CorruptChunk(
+                    f"input {self.url}: stored chunk {coords} (key {key!r}) cannot be read "
+                    f"({type(e).__name__}: {e})"
+                )
+        return error
+
 
 @dataclass(frozen=True)
 class ZarrTarget:
@@ -248,12 +266,15 @@ class ZarrTarget:
     index: tuple[int, ...] = ()
     #: set when a backend may hand over encoded chunks (:meth:`write_chunks`)
     raw: RawChunks | None = None
+    #: the run whose output it is: every write checks the array's attributes still name it
+    run: str | None = None
 
     def __call__(self, slices: tuple[slice, ...], data: np.ndarray) -> None:
         selection = self.index + tuple(slices)
         if loops.here(self.url):
-            return loops.run_here(loops.write(self.url, selection, data))
+            return loops.run_here(loops.write(self.url, selection, data, self.run))
         arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
+        check_run(arr, self.run)
         arr[selection] = data
 
     def write_chunks(
@@ -271,6 +292,7 @@ class ZarrTarget:
         if first is None:
             raise ValueError(f"block {slices} does not start on a chunk of {tile}")
         arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
+        check_run(arr, self.run)
         items = [
             (self.index + tuple(f + i for f, i in zip(first, idx, strict=True)), data)
             for idx, data in tiles.items()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -39,10 +39,13 @@ def lower_priority(by: int) -> None:
 class _SharedCodecPool(ThreadPoolExecutor):
     """The default executor of every thread's loop: it hands codec work to one process-wide
     pool, and ignores shutdown, which a loop's close (its thread ending) would otherwise send
-    to the pool that every other thread's loop is using."""
+    to the pool that every other thread's loop is using. It knows which of its jobs are still
+    to finish (:meth:`settle`)."""
 
     def __init__(self):
         super().__init__(max_workers=1)  # never starts a thread of its own
+        self._jobs: set[Future] = set()
+        self._jobs_lock = threading.Lock()
 
     def submit(self, fn, /, *args, **kwargs):
         # every codec call of every thread comes through here: the lock is for the first only
@@ -57,7 +60,22 @@ class _SharedCodecPool(ThreadPoolExecutor):
                             initargs=(settings.codec_nice(),),
                         )
                     )
-        return _pool[0].submit(fn, *args, **kwargs)
+        job = _pool[0].submit(fn, *args, **kwargs)
+        with self._jobs_lock:
+            self._jobs.add(job)
+        job.add_done_callback(self._done)
+        return job
+
+    def _done(self, job: Future) -> None:
+        with self._jobs_lock:
+            self._jobs.discard(job)
+
+    def settle(self) -> None:
+        """Until every job handed over from this loop has ended (a file write cannot be called
+        back once it runs)."""
+        with self._jobs_lock:
+            jobs = list(self._jobs)
+        wait(jobs)
 
     def shutdown(self, wait=True, *, cancel_futures=False):
         pass
@@ -76,12 +94,25 @@ def here(url: str) -> bool:
 
 
 def run_here(coro):
-    """Run a zarr coroutine on this thread's own event loop (see the module's docstring)."""
+    """Run a zarr coroutine on this thread's own event loop (see the module's docstring).
+
+    Nothing of it outlives the call: where it fails (a chunk that cannot be written, a full
+    disk), zarr's other reads and writes of the call are cancelled and what they handed to the
+    codec pool is waited for, so that no write of a failed task lands later."""
     loop = getattr(_thread, "loop", None)
     if loop is None:
         loop = _thread.loop = asyncio.new_event_loop()
-        loop.set_default_executor(_SharedCodecPool())
-    return loop.run_until_complete(coro)
+        _thread.pool = _SharedCodecPool()
+        loop.set_default_executor(_thread.pool)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        _thread.pool.settle()
 
 
 async def read(url: str, selection: tuple) -> np.ndarray:
@@ -91,10 +122,14 @@ async def read(url: str, selection: tuple) -> np.ndarray:
     return np.asarray(await arr.getitem(selection))
 
 
-async def write(url: str, selection: tuple, data: np.ndarray) -> None:
+async def write(url: str, selection: tuple, data: np.ndarray, run: str | None = None) -> None:
+    """Write ``data`` where the array's attributes still name ``run`` (None: anywhere)."""
     from zarr.api.asynchronous import open_array
 
+    from tilelabel.storage.arrays import check_run
+
     arr = await open_array(store=url, mode="r+")
+    check_run(arr, run)
     await arr.setitem(selection, data)
 
 

@@ -167,18 +167,9 @@ def output_name(image: OmeImage | None, dst: str | None, name: str | None) -> st
     return None if dst is not None else name or DEFAULT_NAME
 
 
-def check_labels(image: OmeImage, name: str, overwrite: bool, storage_options=None) -> None:
+def check_label_name(name: str) -> None:
     if not name or "/" in name or name in (".", ".."):
         raise ValueError(f"bad label name {name!r}: a single path component such as 'cells'")
-    if not overwrite:
-        try:
-            zarr.open(image.labels_url(name), mode="r", storage_options=storage_options)
-        except Exception:
-            return
-        raise ValueError(
-            f"labels {name!r} already exist in {image.url}/labels; pass overwrite=True "
-            "(--overwrite) to replace them"
-        )
 
 
 def _levels(
@@ -220,18 +211,12 @@ def create_labels(
     name: str,
     dtype: np.dtype,
     attributes: dict[str, Any],
-    overwrite: bool,
     storage_options: dict | None = None,
 ) -> tuple[zarr.Array, str, tuple[int, ...]]:
-    """Create the label image's arrays (no group metadata yet); return its level-0 array, that
-    array's URL and the index of the labeled plane in it."""
+    """Create the label image's arrays (no group metadata yet) where nothing of zarr's is;
+    return its level-0 array, that array's URL and the index of the labeled plane in it."""
     root = zarr.open_group(image.url, mode="r+", storage_options=storage_options)
-    labels = root.require_group("labels")
-    if name in labels:
-        if not overwrite:  # checked before the run; here in case it appeared since
-            raise ValueError(f"labels {name!r} already exist in {image.url}/labels")
-        arrays.remove(image.labels_url(name), storage_options)
-    group = labels.create_group(name)
+    group = root.require_group("labels").create_group(name)
     like = image.array
     nlead = len(image.index)
     made = []
@@ -257,7 +242,9 @@ def create_labels(
     return made[0], f"{image.labels_url(name)}/{image.datasets[0]['path']}", (0,) * nlead
 
 
-def _subsample(src_url, dst_url, slices, stride, storage_options) -> None:
+def _subsample(src_url, dst_url, slices, stride, storage_options, run=None, level0=None) -> None:
+    if run is not None:  # the labels are still the run's (level 0 names it)
+        arrays.check_run(zarr.open_array(level0, mode="r", storage_options=storage_options), run)
     src = zarr.open_array(src_url, mode="r", storage_options=storage_options)
     dst = zarr.open_array(dst_url, mode="r+", storage_options=storage_options)
     read = tuple(
@@ -266,9 +253,12 @@ def _subsample(src_url, dst_url, slices, stride, storage_options) -> None:
     dst[slices] = src[read]
 
 
-def fill_levels(ex, image: OmeImage, name: str, storage_options: dict | None = None) -> None:
+def fill_levels(
+    ex, image: OmeImage, name: str, storage_options: dict | None = None, run: str | None = None
+) -> None:
     """Fill the label image's lower levels from level 0, level by level, on the run's executor
-    (:class:`tilelabel.pipeline.executors.Executor`)."""
+    (:class:`tilelabel.pipeline.executors.Executor`), while level 0 names ``run`` (see
+    :func:`.arrays.check_run`)."""
     levels = _levels(image, storage_options)
     base = image.labels_url(name)
     for (prev, *_), (path, _, shape, stride) in itertools.pairwise(levels):
@@ -291,6 +281,8 @@ def fill_levels(ex, image: OmeImage, name: str, storage_options: dict | None = N
                 key=f"tilelabel-subsample-{tag}-{i}",
                 stride=stride,
                 storage_options=storage_options,
+                run=run,
+                level0=f"{base}/{levels[0][0]}",
             )
             for i, block in enumerate(blocks)
         ]
