@@ -1,7 +1,7 @@
 """Worker counts on clusters of more than 5 workers: on the installed distributed, and on one
 whose ``Client.scheduler_info()`` lists only 5 of them (tests/cluster/affected-distributed.txt,
 installed by scripts/test.sh). The CPU plan's thread count and the GPU resources' per-worker
-threads both come from :func:`tilelabel.cluster.local.worker_threads`."""
+threads both come from the run's executor (:meth:`.executors.DaskExecutor.threads`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ AFFECTED = ROOT / ".venv" / "affected-distributed"
 EIGHT_WORKERS = """
 import distributed
 from distributed import Client, LocalCluster
-from tilelabel.cluster.local import cluster_threads, worker_threads
+from tilelabel.pipeline.executors import DaskExecutor
 
 with (
     LocalCluster(n_workers=8, threads_per_worker=2, processes=False, dashboard_address=":0") as lc,
@@ -27,8 +27,8 @@ with (
 ):
     c.wait_for_workers(8)
     listed = len(c.scheduler_info()["workers"])
-    threads = worker_threads(c)
-    print(distributed.__version__, listed, len(threads), cluster_threads(c))
+    threads = DaskExecutor(c).threads()
+    print(distributed.__version__, listed, len(threads), sum(threads.values()))
     assert set(threads) == set(lc.scheduler.workers), threads
     assert set(threads.values()) == {2}
 """
