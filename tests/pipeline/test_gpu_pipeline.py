@@ -85,6 +85,9 @@ def test_cpu_and_gpu_outputs_identical(tmp_path, cuda_client, client):
         np.testing.assert_array_equal(za[...], zb[...])
         ma, mb = dict(za.attrs["tilelabel"]), dict(zb.attrs["tilelabel"])
         assert ma.pop("backend") == "cpu" and mb.pop("backend") == "cuda"
+        # each run's own id and processing chunks (what a resumed run takes again)
+        assert ma.pop("run") != mb.pop("run")
+        assert ma.pop("chunks") == [32, 16, 16] and mb.pop("chunks") == [16, 48, 8]
         assert ma == mb
 
 
