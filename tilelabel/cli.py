@@ -179,11 +179,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
+#: what multiprocessing's resource tracker says once this process is gone (see :func:`command`)
+_TRACKER_WARNING = "ignore:resource_tracker:UserWarning"
+
+
 def command() -> NoReturn:
     """The ``tilelabel`` command: :func:`main`, then out at once. A cluster the run started is
     still closing in the background (:func:`tilelabel.cluster.local.close_soon`): the output is
     complete and the summary printed, so the command does not wait for it; its worker
-    processes end with this one."""
+    processes end with this one, and multiprocessing's resource tracker (a child interpreter,
+    which takes this one's warning options) removes what they shared, without a warning."""
+    sys.warnoptions.append(_TRACKER_WARNING)
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
