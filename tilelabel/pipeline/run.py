@@ -97,6 +97,7 @@ def label_zarr(
     if run.output.mode == "done":
         return complete_already(run)
     try:
+        run.output.take()  # the last check of step 0: the output's lease
         with connect(
             client=client,
             scheduler=run.options.scheduler,
@@ -128,9 +129,9 @@ def open_run(
     client: Client | None = None,
 ) -> Run:
     """Step 0: everything the input, the output and the options allow checking, before any
-    cluster starts; a clear error for the first thing wrong. Last, the run takes its output's
-    lease (:mod:`tilelabel.storage.lease`): a place another run writes, or one that cannot be
-    written, is refused here."""
+    cluster starts; a clear error for the first thing wrong. (Then the run takes its output's
+    lease, :meth:`tilelabel.storage.Output.take`: a place another run writes, or one that
+    cannot be written, is refused there.)"""
     o, started = options, time.perf_counter()
     stats = stats_mod.options(bool(o.stats), o.min_size, o.max_size, o.intensity is not None)
     volume = open_volume(o.input, o.storage_options, o.channel, o.timepoint)
@@ -166,8 +167,6 @@ def open_run(
     run = Run(o, volume, output, labeler, resources, stats, intensity, progress, started)
     if output.mode in ("resume", "done"):
         run.options = resumed(run)
-    if output.mode != "done":
-        output.take()
     return run
 
 
