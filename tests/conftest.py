@@ -42,6 +42,23 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 
 @contextmanager
+def tmpfs(path, options: str) -> Iterator[None]:
+    """A tmpfs mounted at ``path`` (an empty folder) for the block, with mount ``options``
+    (e.g. ``size=256k``, ``ro``); skips the test where this process may not mount one."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+@contextmanager
 def gpu_memory_left(nbytes: int) -> Iterator[None]:
     """Hold all but ``nbytes`` of GPU 0's free memory in this process for the block, as another
     job would (skips the test where less than that is free)."""

@@ -23,7 +23,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from scipy import ndimage
 
 import tilelabel
-from tests.conftest import wait_until, write_zarr
+from tests.conftest import tmpfs, wait_until, write_zarr
 from tilelabel.connectivity import structure
 from tilelabel.synth import random_volume
 
@@ -87,6 +87,17 @@ def writing_began(out: Path, proc: subprocess.Popen) -> bool:
     return proc.poll() is not None or any(p.is_file() for p in (out / "c").rglob("*"))
 
 
+def interrupt_while_writing(client, out: Path, proc: subprocess.Popen) -> None:
+    """SIGINT to ``proc`` once its writing pass has begun, the workers held still meanwhile
+    (the writes they run stay in flight), and let go a second later."""
+    pids = worker_pids(client)
+    soon(lambda: writing_began(out, proc))
+    with stopped(pids):
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+
+
 @pytest.fixture(scope="module")
 def client():
     """A cluster of its own, of two worker processes, whose nannies start a new one for each
@@ -141,15 +152,8 @@ def small_disk(tmp_path):
     """A 256 KiB tmpfs (where this process may mount one)."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)])
-    if done.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with tmpfs(disk, "size=256k"):
         yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 def test_a_disk_that_fills_fails_the_run_with_its_cause_and_leaves_nothing(
@@ -186,12 +190,7 @@ def test_ctrl_c_in_the_writing_pass_waits_for_the_writes_and_leaves_nothing(
     _, src = volume
     out = tmp_path / "out.zarr"
     proc = command(src, out, "--scheduler", sched, "--chunks", "32,32,32", "-q")
-    pids = worker_pids(client)
-    soon(lambda: writing_began(out, proc))
-    with stopped(pids):
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)
-        time.sleep(1.0)
+    interrupt_while_writing(client, out, proc)
     _, err = proc.communicate(timeout=120)
     assert (proc.returncode, err) == (130, "tilelabel: interrupted\n")
     idle(client)
@@ -232,12 +231,7 @@ def test_ctrl_c_in_the_writing_pass_of_the_python_api(tmp_path, client, sched, v
         stderr=subprocess.PIPE,
         text=True,
     )
-    pids = worker_pids(client)
-    soon(lambda: writing_began(out, proc))
-    with stopped(pids):
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)
-        time.sleep(1.0)
+    interrupt_while_writing(client, out, proc)
     stdout, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert json.loads(stdout) == {"interrupted": True, "tasks": [], "executing": 0}

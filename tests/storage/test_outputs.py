@@ -17,7 +17,7 @@ import zarr
 from scipy import ndimage
 
 import tilelabel
-from tests.conftest import write_zarr
+from tests.conftest import tmpfs, write_zarr
 from tilelabel.cli import main
 from tilelabel.storage import lease, places
 from tilelabel.synth import random_volume
@@ -115,13 +115,8 @@ def read_only_place(tmp_path):
         finally:
             folder.chmod(0o755)
         return
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)])
-    if done.returncode != 0:
-        pytest.skip("cannot mount a read-only tmpfs here")
-    try:
+    with tmpfs(folder, "ro,size=64k"):
         yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
 
 
 def test_a_place_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys):

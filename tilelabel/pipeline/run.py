@@ -109,6 +109,7 @@ def label_zarr(
     if run.output.mode == "done":
         return complete_already(run)
     try:
+        run.output.take()  # the last check of step 0: the output's lease
         with open_executor(run, client) as ex:
             fit = plan_run(run, ex)  # 1. plan
             graph = build_graph(run, fit)  # the tasks of steps 2 to 5
@@ -133,9 +134,9 @@ def open_run(
     client: Client | None = None,
 ) -> Run:
     """Step 0: everything the input, the output and the options allow checking, before any
-    cluster starts; a clear error for the first thing wrong. Last, the run takes its output's
-    lease (:mod:`tilelabel.storage.lease`): a place another run writes, or one that cannot be
-    written, is refused here."""
+    cluster starts; a clear error for the first thing wrong. (Then the run takes its output's
+    lease, :meth:`tilelabel.storage.Output.take`: a place another run writes, or one that
+    cannot be written, is refused there.)"""
     o, started = options, time.perf_counter()
     if o.spacing is not None and not o.stats:
         raise ValueError("a spacing is only used by the statistics table; ask for one (--stats)")
@@ -184,8 +185,6 @@ def open_run(
     # a bad chunk size is refused here, before a cluster starts
     itemsize = volume.array.dtype.itemsize
     run.work = Work.of(volume.shape, volume.storage_chunks, run.options.chunks, itemsize)
-    if output.mode != "done":
-        output.take()
     return run
 
 
