@@ -117,25 +117,17 @@ def test_blocks_decode_on_the_gpu_as_zarr_reads_them(tmp_path, zarr_format, dtyp
     and edge chunks, chunks never stored, any zstd level."""
     import cupy as cp
     import numcodecs
-    import zarr
 
+    from tests.conftest import write_zarr
     from tilelabel.storage import ZarrSource
 
     rng = np.random.default_rng(3)
     img = (rng.random((45, 37, 50)) * 5).astype(dtype)
     img[:16] = 0  # chunks zarr leaves unstored
     kw = {"compressors": numcodecs.Zstd(level=9)} if zarr_format == 2 else {}
-    url = str(tmp_path / "in.zarr")
-    arr = zarr.create_array(
-        url,
-        shape=img.shape,
-        chunks=(16, 16, 24),
-        dtype=dtype,
-        zarr_format=zarr_format,
-        fill_value=0,
-        **kw,
+    url = write_zarr(
+        tmp_path / "in.zarr", img, (16, 16, 24), zarr_format=zarr_format, fill_value=0, **kw
     )
-    arr[...] = img
     decoder = get_backend("cuda").decoder
     source = ZarrSource(url)
     for block in [

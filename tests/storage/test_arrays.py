@@ -193,20 +193,14 @@ def test_raw_blocks_hold_the_stored_frames_of_their_chunks(tmp_path, zarr_format
     chunks are no single frame, are read through zarr instead (None)."""
     import numcodecs
 
+    from tests.conftest import write_zarr
+
     img = (np.random.default_rng(1).random((37, 29, 40)) < 0.3).astype(np.uint16)
     img[:16] = 0
     kw = {"compressors": numcodecs.Zstd(level=9)} if zarr_format == 2 else {}
-    url = str(tmp_path / "a.zarr")
-    arr = zarr.create_array(
-        url,
-        shape=img.shape,
-        chunks=(8, 8, 16),
-        dtype=img.dtype,
-        zarr_format=zarr_format,
-        fill_value=0,
-        **kw,
+    url = write_zarr(
+        tmp_path / "a.zarr", img, (8, 8, 16), zarr_format=zarr_format, fill_value=0, **kw
     )
-    arr[...] = img
     source = ZarrSource(url)
     zstd = numcodecs.Zstd()
     for block in [
