@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
 import zarr
@@ -103,7 +104,13 @@ def client():
     """A cluster of its own, of two worker processes, whose nannies start a new one for each
     killed (the runs here are stopped, interrupted and killed)."""
     kwargs = dict(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    with LocalCluster(**kwargs) as lc, Client(lc, set_as_default=False) as c:
+    # a killed worker whose new process takes a while to start (a busy machine) is waited for,
+    # not given up after the default 15 s
+    with (
+        dask.config.set({"distributed.deploy.lost-worker-timeout": "300s"}),
+        LocalCluster(**kwargs) as lc,
+        Client(lc, set_as_default=False) as c,
+    ):
         yield c
 
 
