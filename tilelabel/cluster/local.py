@@ -83,11 +83,11 @@ def connect(
     Order: ``client``; a ``scheduler`` address (or scheduler file path); a ``cluster:`` section
     (:mod:`.kinds`: ``scheduler`` connects to its address, ``local`` and ``local-cuda`` start
     those clusters, ``slurm``, ``pbs``, ``lsf``, ``sge`` and ``htcondor`` submit dask-jobqueue
-    jobs, ``slurm-runner`` joins the tasks of its allocation); the client already active in this
-    process; else ``local(work, workers=..., workers_per_gpu=...)``, the run's backend's own
-    local cluster for its :class:`~tilelabel.resources.Work`. ``workers`` and
-    ``workers_per_gpu`` override a local kind's own. A local cluster started here is closed in
-    the background once the run is done (:func:`close_soon`).
+    jobs, ``slurm-runner`` joins the tasks of its allocation); else ``local(work, workers=...,
+    workers_per_gpu=...)``, the run's backend's own local cluster for its
+    :class:`~tilelabel.resources.Work`. ``workers`` and ``workers_per_gpu`` override a local
+    kind's own. A local cluster started here is closed in the background once the run is done
+    (:func:`close_soon`). The client already active in this process is the caller's to pass.
     """
     if client is not None:
         yield client
@@ -107,17 +107,7 @@ def connect(
         with Client(**{key: scheduler}) as c:
             yield c
         return
-    if kind is None:
-        from distributed import default_client
-
-        try:
-            active = default_client()
-        except ValueError:
-            active = None
-        if active is not None:
-            yield active
-            return
-    else:  # local or local-cuda
+    if kind is not None:  # local or local-cuda
         local = _local_kind(kind)
         workers = workers or cluster.get("workers")
         workers_per_gpu = workers_per_gpu or cluster.get("workers_per_gpu")

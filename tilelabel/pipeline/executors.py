@@ -77,7 +77,9 @@ def open_executor(run: Run, client: Client | None = None) -> Iterator[Executor]:
     (:meth:`~tilelabel.resources.Resources.in_process`); else a local cluster started for it
     (:func:`tilelabel.cluster.local.connect`)."""
     o = run.options
-    if client is None and o.scheduler is None and o.cluster is None and not _active_client():
+    if client is None and o.scheduler is None and o.cluster is None:
+        client = _active_client()
+    if client is None and o.scheduler is None and o.cluster is None:
         threads = run.resources.in_process(
             run.work, workers=o.workers, workers_per_gpu=o.workers_per_gpu
         )
@@ -99,16 +101,16 @@ def open_executor(run: Run, client: Client | None = None) -> Iterator[Executor]:
         yield DaskExecutor(c)
 
 
-def _active_client() -> bool:
-    """Whether this process has a dask.distributed client already (never imports it)."""
+def _active_client() -> Client | None:
+    """This process's dask.distributed client, if it has one (never imports distributed)."""
     if "distributed" not in sys.modules:
-        return False
+        return None
     from distributed import default_client
 
     try:
-        return default_client() is not None
+        return default_client()
     except ValueError:
-        return False
+        return None
 
 
 # -- this process --------------------------------------------------------------------------------
