@@ -139,3 +139,21 @@ def test_blocks_decode_on_the_gpu_as_zarr_reads_them(tmp_path, zarr_format, dtyp
         got = decoder.decode_block(raw)
         assert isinstance(got, cp.ndarray) and got.dtype == dtype
         np.testing.assert_array_equal(cp.asnumpy(got), img[block])
+
+
+@pytest.mark.parametrize(
+    "dtype, tile", [(np.uint8, (3, 5, 7)), (np.uint16, (4, 4, 2)), (np.uint64, (8, 8))]
+)
+def test_nonzero_flags_equal_numpy(dtype, tile):
+    # bytes read 4 at a time where a tile's size allows, one at a time otherwise
+    import cupy as cp
+
+    from tilelabel.kernels.gpu_codec import _nonzero
+
+    rng = np.random.default_rng(3)
+    tiles = np.zeros((50, *tile), dtype)
+    hit = rng.random(50) < 0.4
+    for k in np.flatnonzero(hit):
+        tiles[k].flat[rng.integers(tiles[k].size)] = 1  # one voxel: the last byte read counts
+    got = cp.asnumpy(_nonzero(cp.asarray(tiles)))
+    np.testing.assert_array_equal(got.astype(bool), hit)

@@ -80,6 +80,25 @@ def warm_decoder() -> None:
     zstd_block({(0,): frame}, (64,), (64,), np.uint8)
 
 
+def _nonzero(tiles):
+    """``uint8`` flags, 1 where a tile of ``tiles`` (``(n, *tile)``, C-contiguous) is not all
+    zero (``tiles.cu``)."""
+    import cupy as cp
+
+    from tilelabel.kernels.gpu_compile import kernels
+
+    flat = tiles.reshape(tiles.shape[0], -1).view(np.uint8)
+    flags = cp.empty(len(flat), np.uint8)
+    if not flat.size:
+        return flags
+    whole = flat.shape[1] % 4 == 0 and flat.data.ptr % 4 == 0  # read 4 bytes at a time
+    words = flat.view(np.uint32) if whole else flat
+    name = f"tile_nonzero<{'unsigned int' if whole else 'unsigned char'}>"
+    kernel = kernels("tiles", (name,))[name]
+    kernel((len(flat),), (256,), (words, np.int64(words.shape[1]), flags))
+    return flags
+
+
 def _items(batch) -> list:
     try:
         return list(batch)
@@ -103,7 +122,7 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     from nvidia import nvcomp
 
     stream = cp.cuda.get_current_stream()
-    slabs = list(tile_slabs(block, tile, cp))
+    slabs = list(tile_slabs(block, tile, cp, _nonzero))
     if not slabs:
         return {}
     # one copy back of every slab's flags, not one wait per slab

@@ -12,7 +12,7 @@ Works on NumPy and CuPy arrays alike (``xp`` is the array's module).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -27,13 +27,22 @@ def tile_grid(shape: tuple[int, ...], tile: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(_cdiv(s, t) for s, t in zip(shape, tile, strict=True))
 
 
-def tile_slabs(block: Any, tile: tuple[int, ...], xp: Any) -> Iterator[tuple[list, Any, Any]]:
+def _any_nonzero(tiles: Any) -> Any:
+    return tiles.reshape(tiles.shape[0], -1).any(axis=1)
+
+
+def tile_slabs(
+    block: Any,
+    tile: tuple[int, ...],
+    xp: Any,
+    nonzero: Callable[[Any], Any] = _any_nonzero,
+) -> Iterator[tuple[list, Any, Any]]:
     """For each slab of tiles along axis 0: ``(indices, tiles, nonzero)``.
 
     ``indices``: the tile index (within the block) of each tile of the slab, in C order;
     ``tiles``: a C-contiguous array of shape ``(len(indices), *tile)``, tile ``i`` being the
-    store's bytes for ``indices[i]``; ``nonzero``: a bool array (on the block's device), True
-    where the tile holds a nonzero value.
+    store's bytes for ``indices[i]``; ``nonzero``: an array (on the block's device), true where
+    the tile holds a nonzero value, as the ``nonzero`` function gives it for ``tiles``.
     """
     shape = tuple(block.shape)
     tile = tuple(int(t) for t in tile)
@@ -56,5 +65,4 @@ def tile_slabs(block: Any, tile: tuple[int, ...], xp: Any) -> Iterator[tuple[lis
             slab = full
         tiles = xp.ascontiguousarray(slab.reshape(split).transpose(order))
         tiles = tiles.reshape((-1, *tile))
-        nonzero = tiles.reshape(tiles.shape[0], -1).any(axis=1)
-        yield [(i, *rest_idx) for rest_idx in indices], tiles, nonzero
+        yield [(i, *rest_idx) for rest_idx in indices], tiles, nonzero(tiles)
