@@ -248,7 +248,7 @@ def main():
         return table(args.table)
     if args.profile:
         conn = int(args.conns.split(",")[0]) if args.conns else 26
-        img = volume((1024,) * 3 if conn > 8 else (8192,) * 2, 0.2, 1)
+        img = volume((8192,) * 2 if conn in (4, 8) else (1024,) * 3, 0.2, 1)
         for _ in range(2):
             labels, n = kernel(conn, args.profile)(img, np.uint32)
         cp.cuda.Device().synchronize()
