@@ -239,15 +239,18 @@ def main():
     ap.add_argument("--only", default="", help="comma list of size tags to run, e.g. 3d1024")
     ap.add_argument("--conns", default="", help="comma list of connectivities (default all)")
     ap.add_argument("--algs", default="", help="comma list of algorithms (default all)")
-    ap.add_argument("--profile", default="", help="ALG: label 1024^3 d=0.2 g=1 twice (for ncu)")
+    ap.add_argument(
+        "--profile", default="", help="ALG: label d=0.2 g=1 twice (for ncu), first of --conns"
+    )
     ap.add_argument("--table", default="", help="JSON: print the Markdown tables of a run")
     args = ap.parse_args()
     if args.table:
         return table(args.table)
     if args.profile:
-        img = volume((1024,) * 3, 0.2, 1)
+        conn = int(args.conns.split(",")[0]) if args.conns else 26
+        img = volume((8192,) * 2 if conn in (4, 8) else (1024,) * 3, 0.2, 1)
         for _ in range(2):
-            labels, n = kernel(26, args.profile)(img, np.uint32)
+            labels, n = kernel(conn, args.profile)(img, np.uint32)
         cp.cuda.Device().synchronize()
         print("profiled", args.profile, n)
         return 0

@@ -332,14 +332,15 @@ def _big(shape, conn, alg, dtype, tail):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("conn", "alg"), [(26, "bke_ic"), (26, "buf"), (26, "bke_tile"), (6, "uf"), (18, "ke")]
+    ("conn", "alg"),
+    [(26, "bke_ic"), (26, "buf"), (26, "bke_tile"), (6, "uf"), (18, "ke"), (6, "seg")],
 )
 def test_3d_over_2_31_voxels(conn, alg):
     _big((1300, 1300, 1300), conn, alg, np.uint32, tail=40)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("conn", "alg"), [(8, "bke"), (4, "uf_ic")])
+@pytest.mark.parametrize(("conn", "alg"), [(8, "bke"), (4, "uf_ic"), (4, "seg")])
 def test_2d_over_2_31_voxels(conn, alg):
     _big((46341, 46341), conn, alg, np.uint32, tail=160)
 

@@ -66,8 +66,8 @@ def test_every_kernel_of_the_table_is_in_its_source_as_the_table_launches_it():
 def test_each_labeling_launches_kernels_of_its_families(algorithm):
     spec = ALGORITHMS[algorithm]
     steps = [s for s, _, _ in spec.kernel_steps()]
-    tail = [s for s, _ in spec.tail]
-    assert steps[0] == "init" and steps[-2 - len(tail) :] == ["compress+mark", "final", *tail]
+    ranked = [s for s, _ in spec.ranked]
+    assert steps[0] == "init" and steps[-2 - len(ranked) :] == ["compress+mark", *ranked, "final"]
     for (nd, conn), dtype, aligned, vec in itertools.product(
         spec.connectivities, (np.uint32, np.uint64), (True, False), (True, False)
     ):

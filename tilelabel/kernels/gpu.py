@@ -306,8 +306,9 @@ def device_memory(
     The bus id tells which processes share a GPU: the device's free bytes are theirs together,
     each pool's free blocks only its own.
 
-    Peak: the input (and its 0/1 copy), the labels, the relabeled output, the scan words, and
-    per possible label its first-voxel index and LUT entry; a quarter more for pool slack.
+    Peak: the input (and its 0/1 copy), the labels, the relabeled output, the scan words (the
+    bitmaps of roots and of seg's tile roots, the prefix counts), and per possible label its
+    first-voxel index and LUT entry; a quarter more for pool slack.
     Where nvCOMP is installed, the input's frames and nvCOMP's tiles beside it while it is
     decoded (:class:`CUDADecoder`). ``encode``: the writing pass may compress the output on
     the device (:meth:`CUDAEncoder.encode_tiles`), counted only where it can.
@@ -327,7 +328,7 @@ def device_memory(
     labels = max_components(tuple(block_shape), int(connectivity))
     out_copies = 2 + _ENCODE_BYTES if encode else 2
     inputs = 2 + (_DECODE_BYTES if decode else 0)
-    need = voxels * (inputs + out_copies * item) + voxels // 32 * (4 + item)
+    need = voxels * (inputs + out_copies * item) + voxels // 32 * (8 + item)
     need += labels * (8 + item)
     free, _ = cp.cuda.Device().mem_info
     return (

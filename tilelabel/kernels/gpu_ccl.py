@@ -100,7 +100,7 @@ class Algorithm:
     """One algorithm: the kernels its steps launch.
 
     Every labeling runs ``alloc``, ``init``, the ``middle`` steps, ``compress+mark`` (the last
-    Compression, which marks the roots), ``scan``, ``final`` and the ``tail`` steps.
+    Compression, which marks the roots), ``scan``, the ``ranked`` steps and ``final``.
     """
 
     blocks: bool  #: nodes are 2x2(x2) blocks (full connectivity only), else voxels
@@ -109,7 +109,7 @@ class Algorithm:
     inline: bool  #: Compression points every node on a path to the root, not only the first
     compress: str  #: the marking Compression
     final: str  #: the final labeling
-    tail: tuple[tuple[str, str], ...] = ()  #: (step, kernel) after final
+    ranked: tuple[tuple[str, str], ...] = ()  #: (step, kernel) between scan and final
 
     @property
     def segments(self) -> bool:
@@ -133,8 +133,8 @@ class Algorithm:
             ("init", self.init, False),
             *((step, kernel, False) for step, kernel in self.middle),
             ("compress+mark", self.compress, True),
+            *((step, kernel, False) for step, kernel in self.ranked),
             ("final", self.final, False),
-            *((step, kernel, False) for step, kernel in self.tail),
         )
 
 
@@ -161,7 +161,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         inline=True,
         **_VOXEL_TAIL,
     ),
-    # tile roots are what the final labeling reads: their own labels come last
+    # tile roots on tile faces are what the final labeling reads: their labels come first
     "seg": Algorithm(
         False,
         "seg_tile",
@@ -169,7 +169,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         inline=False,
         compress="seg_compress",
         final="seg_final",
-        tail=(("roots", "seg_roots"),),
+        ranked=(("roots", "seg_roots"),),
     ),
 }
 
@@ -331,7 +331,7 @@ class Run:
         for step, kernel, mark in self.alg.kernel_steps():
             fn = self.fn[expression(kernel, self.t, self.values, mark)]
             launches.append((step, functools.partial(self._launch, kernel, fn)))
-        k = [name for name, _ in launches].index("final")
+        k = [name for name, _ in launches].index("compress+mark") + 1
         return [("alloc", self.alloc), *launches[:k], ("scan", self.scan), *launches[k:]]
 
     def count(self) -> int:

@@ -28,19 +28,20 @@ Kernel = Callable[[Any, np.dtype], tuple[Any, int]]
 _MODULES = {"cpu": "tilelabel.kernels.cpu", "cuda": "tilelabel.kernels.gpu"}
 
 #: Default algorithm per (backend, ndim, connectivity): block-based where blocks serve the
-#: connectivity (full connectivity); otherwise run-based union find (seg) on the CPU and pixel
-#: Komura equivalence (ke) on CUDA, the fastest in the kernel benchmarks (benchmarks/README.md:
-#: seg ahead of the pixel union find in all rows but one, 18-connectivity at d 0.05 g 1).
+#: connectivity (full connectivity); otherwise run-based union find (seg) on both backends, the
+#: fastest in the kernel benchmarks (benchmarks/README.md: on the CPU ahead of the pixel union
+#: find in all rows but one, 18-connectivity at d 0.05 g 1; on CUDA ahead of pixel Komura
+#: equivalence, ke, in every face-connectivity row).
 DEFAULTS: dict[tuple[str, int, int], str] = {
     ("cpu", 2, 4): "seg",
     ("cpu", 2, 8): "buf",
     ("cpu", 3, 6): "seg",
     ("cpu", 3, 18): "seg",
     ("cpu", 3, 26): "buf",
-    ("cuda", 2, 4): "ke",
+    ("cuda", 2, 4): "seg",
     ("cuda", 2, 8): "bke_tile",
-    ("cuda", 3, 6): "ke",
-    ("cuda", 3, 18): "ke",
+    ("cuda", 3, 6): "seg",
+    ("cuda", 3, 18): "seg",
     ("cuda", 3, 26): "bke_tile",
 }
 

@@ -18,10 +18,10 @@
 //    a face.
 // 3. seg_compress: each tile root of `troot` gets its root; those that are one set their bit.
 // Then renumber.cu's scan, and
-// 4. seg_final: one thread per row word of the volume finds its segments again and writes each
-//    voxel the rank of its segment's root, except tile roots: their entries are what other
-//    segments read (a segment start holds its tile root, a tile root of troot its root), and
-// 5. seg_roots writes theirs afterwards.
+// 4. seg_roots: each tile root of troot gets its final label, the one entry other segments read;
+// 5. seg_final: a warp per 32 row words finds their segments again, labels them side by side
+//    (a segment start holds its tile root, whose bit or entry gives the label) and writes every
+//    voxel, coalesced.
 //
 // VEC (rows of a multiple of 32 voxels, input 16-byte aligned): 16-byte loads and stores, bitmap
 // words stored whole; otherwise byte loads, scalar stores and atomicOr into zeroed bitmaps.
@@ -46,6 +46,13 @@ __device__ __forceinline__ constexpr int dir_dy(int j) {
 template <int CONN>
 __device__ __forceinline__ constexpr bool dir_wide(int j) {
     return CONN == 8 || CONN == 26 || (CONN == 18 && (j == 0 || j == 2));
+}
+// 18's diagonals (-1, -1) and (-1, +1) join voxels x of rows (z, y) and (z - 1, y + dy) that two
+// face neighbours, voxels x of rows (z - 1, y) and (z, y + dy), both touch: where either is set,
+// the other directions' unions already join the two, and the diagonal needs no pair.
+template <int CONN>
+__device__ __forceinline__ constexpr bool dir_diag(int j) {
+    return CONN == 18 && (j == 1 || j == 3);
 }
 
 // Whether direction j leaves the tile from tile row (ly, lz): then seg_merge unites its pairs.
@@ -90,11 +97,13 @@ __device__ __forceinline__ u32 load_mask(const u8* __restrict__ img, u64 base, u
 // starts, and for wide directions (x, x - 1) where x starts and x - 1, not x, is in n, and
 // (x, x + 1) where x + 1, not x, is in n.  x' = -1 and 32 are the last voxel of the word before
 // (bit nl) and the first of the word after (nr): segments of neighbouring words are united by
-// their own row, so those pairs are needed only where n lacks voxel 0 / 31.
+// their own row, so those pairs are needed only where n lacks voxel 0 / 31.  No pair (x, x) at
+// the voxels of `skip` (dir_diag).
 template <typename F>
-__device__ __forceinline__ void word_pairs(u32 c, u32 n, u32 nl, u32 nr, bool wide, F fn) {
+__device__ __forceinline__ void word_pairs(u32 c, u32 n, u32 nl, u32 nr, bool wide, u32 skip,
+                                           F fn) {
     const u32 sc = c & ~(c << 1), sn = n & ~(n << 1);
-    u32 p = c & n & (sc | sn);
+    u32 p = c & n & (sc | sn) & ~skip;
     while (p) {
         const int x = __ffs(p) - 1;
         p &= p - 1;
@@ -211,7 +220,9 @@ __global__ void __launch_bounds__(KX* KY* KZ)
                 const int rn = r + (dir_dz<CONN>(j) * KY + dir_dy<CONN>(j)) * KX;
                 const u32 n = M[rn];
                 const u32 nl = kx > 0 ? M[rn - 1] : 0u, nr = kx < KX - 1 ? M[rn + 1] : 0u;
-                word_pairs(m, n, nl >> 31, nr & 1, dir_wide<CONN>(j), [&](int x, int xn) {
+                const u32 skip =
+                    dir_diag<CONN>(j) ? M[r - KY * KX] | M[r + dir_dy<CONN>(j) * KX] : 0u;
+                word_pairs(m, n, nl >> 31, nr & 1, dir_wide<CONN>(j), skip, [&](int x, int xn) {
                     const u32 b = xn < 0    ? 32 * (rn - 1) + seg_start(nl, 31)
                                   : xn > 31 ? 32 * (rn + 1)
                                             : 32 * rn + seg_start(n, xn);
@@ -302,7 +313,7 @@ __global__ void __launch_bounds__(KX* KY* KZ)
                 const u32 n = load_mask<VEC>(img, nb, W - xw);
                 const u32 nl = wide && xw > 0 && img[nb - 1];
                 const u32 nr = wide && xw + 32 < W && img[nb + 32];
-                word_pairs(m, n, nl, nr, wide,
+                word_pairs(m, n, nl, nr, wide, 0u,
                            [&](int x, int xn) { gunion<T>(L, seg(x), node(nb, n, xn)); });
             } else {  // wide, in the tile: only the pairs across its x faces
                 if (left && (m & 1) && img[nb - 1]) gunion<T>(L, base, node(nb, 0u, -1));
@@ -339,69 +350,114 @@ __device__ __forceinline__ void store16(T* p, const T* v) {
         *(ulonglong2*)p = make_ulonglong2(v[0], v[1]);
 }
 
-// Final labels, one thread per row word of the volume (blockDim.x = SEG_THREADS): the segments'
-// labels first (into shared memory, at most 16 a word), then the voxels, 16 bytes at a time where
-// no tile root is among them.
-#define SEG_THREADS 256
-template <typename T, bool VEC>
-__global__ void __launch_bounds__(SEG_THREADS)
-    seg_final(const u8* __restrict__ img, T* L, const u32* __restrict__ troot,
-              const u32* __restrict__ bitmap, const T* __restrict__ prefix, T D, T H, T W) {
-    __shared__ T lab[16 * SEG_THREADS];
-    T* sl = lab + 16 * threadIdx.x;
-    const u64 nwr = ((u64)W + 31) / 32, nq = (u64)D * H * nwr, N = (u64)D * H * W;
-    for (u64 q = (u64)blockIdx.x * blockDim.x + threadIdx.x; q < nq;
-         q += (u64)gridDim.x * blockDim.x) {
-        const u64 xw = q % nwr * 32, base = q / nwr * W + xw;
-        const u32 m = load_mask<VEC>(img, base, W - xw);
-        const u32 st = m & ~(m << 1);
-        const u32 tb = get_bits(troot, base, N), roots = tb | get_bits(bitmap, base, N);
-        int k = 0;
-        for (u32 b = st; b; b &= b - 1) {
-            const int s = __ffs(b) - 1;
-            const T v = (T)(base + s);
-            T g = L[base + s];  // a tile root of troot: its root; other segments: their tile root
-            if (!((tb >> s) & 1) && g != v) g = L[(u64)g];
-            sl[k++] = rank_of<T>(g, bitmap, prefix);
-        }
-        if (VEC) {
-            constexpr int E = 16 / sizeof(T);  // voxels a 16-byte store
-#pragma unroll
-            for (int g = 0; g < 32 / E; g++) {
-                T val[E];
-#pragma unroll
-                for (int e = 0; e < E; e++) {
-                    const int i = g * E + e;
-                    val[e] = (m >> i) & 1 ? sl[__popc(st & (2u << i) - 1) - 1] : (T)0;
-                }
-                if (!((roots >> (g * E)) & ((1u << E) - 1))) {
-                    store16<T>(L + base + g * E, val);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < E; e++)
-                        if (!((roots >> (g * E + e)) & 1)) L[base + g * E + e] = val[e];
-                }
-            }
-        } else {
-            const int n = W - xw < 32 ? (int)(W - xw) : 32;
-            for (int i = 0; i < n; i++)
-                if (!((roots >> i) & 1))
-                    L[base + i] = (m >> i) & 1 ? sl[__popc(st & (2u << i) - 1) - 1] : (T)0;
-        }
-    }
-}
-
-// Tile roots' labels (one thread per bitmap word), after every other voxel's.
+// Tile roots of troot get their final label (their entry holds their root), before seg_final
+// reads them (one thread per bitmap word).
 template <typename T>
 __global__ void seg_roots(T* L, const u32* __restrict__ troot, const u32* __restrict__ bitmap,
                           const T* __restrict__ prefix, u64 nwords) {
     for (u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x; w < nwords;
          w += (u64)gridDim.x * blockDim.x) {
-        const u32 tb = troot[w];
-        for (u32 b = tb | bitmap[w]; b; b &= b - 1) {
-            const int i = __ffs(b) - 1;
-            const u64 v = w * 32 + i;
-            L[v] = rank_of<T>((tb >> i) & 1 ? L[v] : (T)v, bitmap, prefix);
+        for (u32 b = troot[w]; b; b &= b - 1) {
+            const u64 v = w * 32 + __ffs(b) - 1;
+            L[v] = rank_of<T>(L[v], bitmap, prefix);
         }
+    }
+}
+
+// Final labels of every voxel, a warp per 32 row words (blockDim.x = SEG_THREADS), in three
+// phases so that loads and stores are coalesced and lookups run side by side:
+// (a) lane = row word: its mask, and its segments listed in the warp's shared list (at most 16 a
+//     word; the troot flag in bit 10);
+// (b) lane = listed segment: its label.  A troot segment start holds its label (seg_roots), any
+//     other its tile root g, labelled rank(g) if g is a root (its bit in the bitmap) or else by
+//     g's entry (g is in troot);
+// (c) 32 / E lanes a row word, E voxels a lane: the voxels' labels, stored 16 bytes at a time
+//     (VEC) or one by one.
+// Entries of troot are read by other warps while written, with the value they hold.
+#define SEG_THREADS 256
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(SEG_THREADS)
+    seg_final(const u8* __restrict__ img, T* L, const u32* __restrict__ troot,
+              const u32* __restrict__ bitmap, const T* __restrict__ prefix, T D, T H, T W) {
+    constexpr u32 FULL = 0xffffffffu;
+    constexpr int E = 16 / sizeof(T), LPW = 32 / E, WPI = 32 / LPW;
+    __shared__ T lab[16 * SEG_THREADS];
+    const int lane = threadIdx.x & 31;
+    T* sl = lab + 16 * (threadIdx.x - lane);  // the warp's list of 512 segments
+    const u64 nwr = ((u64)W + 31) / 32, nq = (u64)D * H * nwr, N = (u64)D * H * W;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 q0 = (u64)blockIdx.x * blockDim.x + threadIdx.x - lane; q0 < nq; q0 += stride) {
+        // (a)
+        const u64 q = q0 + lane;
+        u32 m = 0, tb = 0;
+        u64 base = q * 32;
+        int n = 32;
+        if (q < nq) {
+            if (!VEC) {
+                const u64 xw = q % nwr * 32;
+                base = q / nwr * W + xw;
+                n = W - xw < 32 ? (int)(W - xw) : 32;
+            }
+            m = load_mask<VEC>(img, base, n);
+            tb = VEC ? troot[q] : get_bits(troot, base, N);
+        }
+        const u32 st = m & ~(m << 1);
+        const int c = __popc(st);
+        int off = c;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int y = __shfl_up_sync(FULL, off, d);
+            if (lane >= d) off += y;
+        }
+        const int total = __shfl_sync(FULL, off, 31);
+        off -= c;
+        int k = off;
+        for (u32 b = st; b; b &= b - 1) {
+            const u32 s = __ffs(b) - 1;
+            sl[k++] = (T)(32 * lane + s + ((tb >> s) & 1) * 1024);
+        }
+        __syncwarp();
+        // (b)
+        for (int i = lane; i - lane < total; i += 32) {
+            const u32 code = i < total ? (u32)sl[i] : 0u;
+            const u64 v = __shfl_sync(FULL, base, code >> 5 & 31) + (code & 31);
+            if (i < total) {
+                T g = L[v];
+                if (!(code & 1024)) {
+                    const u64 w = (u64)g >> 5;
+                    const u32 below = (1u << (g & 31)) - 1u, bm = bitmap[w];
+                    const T p = prefix[w];
+                    g = (bm >> (g & 31)) & 1 ? p + (T)__popc(bm & below) + 1 : L[(u64)g];
+                }
+                sl[i] = g;
+            }
+        }
+        __syncwarp();
+        // (c)
+        const int x0 = lane % LPW * E;
+#pragma unroll 1
+        for (int j0 = 0; j0 < 32; j0 += WPI) {
+            const int j = j0 + lane / LPW;
+            const u32 mj = __shfl_sync(FULL, m, j), sj = __shfl_sync(FULL, st, j);
+            const int oj = __shfl_sync(FULL, off, j), nj = __shfl_sync(FULL, n, j);
+            const u64 bj = __shfl_sync(FULL, base, j);
+            if (q0 + j >= nq) continue;
+            int kk = oj + __popc(sj & ((1u << x0) - 1u)) - 1;  // segment of voxel x0 - 1
+            T val[E];
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                const int x = x0 + e;
+                kk += (sj >> x) & 1;
+                val[e] = (mj >> x) & 1 ? sl[kk] : (T)0;
+            }
+            if (VEC) {
+                store16<T>(L + bj + x0, val);
+            } else {
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    if (x0 + e < nj) L[bj + x0 + e] = val[e];
+            }
+        }
+        __syncwarp();  // before the next round rewrites the list
     }
 }
