@@ -88,3 +88,55 @@ def test_the_cuda_backend_has_an_encoder():
         assert callable(getattr(enc, method)), method
     assert enc.device() == device_id()
     assert not enc.available("blosc") and not enc.ready("blosc")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("shape", "conn", "algorithm"),
+    [((33, 70), 4, None), ((33, 70), 4, "ha4"), ((33, 70), 8, None), ((9, 10, 11), 26, None)],
+)
+def test_label_stats_pass_gives_the_labels_their_statistics_and_first_voxels(
+    backend, shape, conn, algorithm
+):
+    """One pass (HA4's analysis for ``ha4`` on CUDA) or two: the same labels, rows and keys."""
+    from scipy import ndimage
+
+    from tilelabel.connectivity import structure
+    from tilelabel.kernels.cpu_stats import label_stats
+
+    if backend == "cpu" and algorithm is not None:
+        algorithm = None  # the CPU kernels have no ha4
+    be = get_backend(backend)
+    block = (np.random.default_rng(conn).random(shape) < 0.45).astype(np.uint8)
+    ref, rn = ndimage.label(block, structure(len(shape), conn))
+    offset = (5, 7, 11)[-len(shape) :]
+    for moments in (False, True):
+        labels, n, stats, first = be.label_stats_pass(
+            block, conn, np.uint32, algorithm, offset, None, moments
+        )
+        assert n == rn
+        np.testing.assert_array_equal(_host(labels), ref)
+        want = label_stats(ref.astype(np.uint32), rn, offset, None, moments)
+        assert set(stats) == set(want)
+        for k, v in want.items():
+            np.testing.assert_array_equal(stats[k], v, err_msg=k)
+        flat = ref.ravel()
+        keys = [np.flatnonzero(flat == k)[0] for k in range(1, n + 1)]
+        np.testing.assert_array_equal(first, np.array(keys, np.int64))
+
+
+def test_the_cuda_registry_lists_the_papers_algorithms():
+    """BE, OLE and HA4 are registered for their papers' connectivities (no GPU needed to ask)."""
+    from tilelabel.kernels.gpu_ccl import OTHERS, spec
+    from tilelabel.kernels.gpu_ha4 import serves_stats
+    from tilelabel.kernels.registry import algorithms
+
+    assert {"ole", "ha4"} <= set(algorithms("cuda", 2, 4))
+    assert {"be", "ole"} <= set(algorithms("cuda", 2, 8))
+    assert "be" in algorithms("cuda", 3, 26)
+    for conn in (6, 18):
+        assert not {"be", "ole", "ha4"} & set(algorithms("cuda", 3, conn))
+    assert spec("be").u32_voxels == 2**31 - 1 and spec("ole") is OTHERS["ole"]
+    assert serves_stats(2, 4, "ha4", None, False)
+    assert not serves_stats(2, 4, None, None, False)
+    assert not serves_stats(2, 4, "ha4", None, True) and not serves_stats(2, 8, "ha4", None, False)

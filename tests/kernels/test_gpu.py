@@ -21,11 +21,11 @@ pytestmark = [
 BLOCK = ["buf", "buf_ic", "bke", "bke_ic", "bke_tile"]
 PIXEL = ["uf", "uf_ic", "ke", "seg"]
 EXPECTED = {
-    (2, 4): PIXEL,
-    (2, 8): BLOCK + PIXEL,
+    (2, 4): PIXEL + ["ole", "ha4"],
+    (2, 8): BLOCK + PIXEL + ["be", "ole"],
     (3, 6): PIXEL,
     (3, 18): PIXEL,
-    (3, 26): BLOCK + PIXEL,
+    (3, 26): BLOCK + PIXEL + ["be"],
 }
 COMBOS = [(nd, c, a) for (nd, c), algs in EXPECTED.items() for a in algs]
 DTYPES = [np.uint32, np.uint64]
@@ -136,6 +136,75 @@ def test_seg_across_tiles(nd, conn):
                 img = random_volume(shape, density, g, seed=int(rng.integers(1 << 30)))
                 for dtype in DTYPES:
                     _check(img, conn, "seg", dtype, f"seg-{shape}-{density}-{g}")
+
+
+def test_ole_iterations_at_the_ends_of_density():
+    """TPDS 2020's Table 4 at 0 % and 100 %: one scan finds nothing to change on an empty image;
+    a full one needs one Analysis, then a scan that changes nothing."""
+    cp = _cp()
+    from tilelabel.kernels.gpu_ccl import make_run
+
+    for conn in (4, 8):
+        for fill, want in ((0, 1), (1, 2)):
+            run = make_run(cp.full((64, 96), fill, np.uint8), np.uint32, conn, "ole")
+            for _, step in run.steps():
+                step()
+            assert run.iterations == want and run.count() == fill
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_be_key_is_not_the_root_block(nd):
+    """BE's root is the component's smallest block index; the first voxel can lie in another
+    block of its row (2D) or plane (3D) when the root block has no voxel in its first row or
+    plane."""
+    if nd == 2:
+        img = np.zeros((6, 9), np.uint8)
+        img[1, 1] = img[0, 2] = 1  # block (0, 0) only in its second row; (0, 2) is first
+        img[3, 5] = img[2, 7] = img[5, 8] = img[4, 8] = 1
+    else:
+        img = np.zeros((4, 6, 5), np.uint8)
+        img[1, 1, 1] = img[0, 2, 1] = 1  # block (0, 0, 0) only in plane 1; (0, 2, 1) is first
+        img[3, 4, 3] = img[2, 5, 4] = 1
+    for dtype in DTYPES:
+        _check(img, 3**nd - 1, "be", dtype, "be-key")
+
+
+def test_ha4_strips_and_words():
+    """HA4 on strips of 4 rows and words of 32 pixels: rows of partial words, segments over many
+    words, components across many strips."""
+    rng = np.random.default_rng(4)
+    for shape in ((1, 100), (9, 100), (37, 300), (130, 64), (67, 33)):
+        imgs = [np.ones(shape, np.uint8)]
+        imgs += [
+            random_volume(shape, d, g, int(rng.integers(1 << 30)))
+            for d in (0.3, 0.6, 0.9)
+            for g in (1, 7)
+        ]
+        for img in imgs:
+            for dtype in DTYPES:
+                _check(img, 4, "ha4", dtype, f"ha4-{shape}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["u32", "u64"])
+def test_ha4_analysis_equals_the_statistics_kernel(dtype):
+    """HA4's features of the labeling pass: the counts, boxes and coordinate sums of the
+    statistics kernel (and of the CPU's)."""
+    from tests.kernels.test_gpu_stats import same
+    from tilelabel.kernels.cpu_stats import label_stats
+    from tilelabel.kernels.gpu_ha4 import label_analysis
+
+    cp = _cp()
+    imgs = [img for _, img in families(2, 45)]
+    imgs += [random_volume((70, 333), d, g, 5) for d in (0.2, 0.64, 1.0) for g in (1, 4)]
+    for img in imgs:
+        ref, rn = ndimage.label(img, structure(2, 4))
+        labels, n, stats, first = label_analysis(cp.asarray(img), dtype)
+        assert n == rn and labels.dtype == dtype
+        np.testing.assert_array_equal(cp.asnumpy(labels), ref)
+        same(stats, label_stats(ref.astype(dtype), rn))
+        flat = ref.ravel()
+        want = np.array([np.flatnonzero(flat == k)[0] for k in range(1, n + 1)], np.int64)
+        np.testing.assert_array_equal(cp.asnumpy(first), want.reshape(-1))
 
 
 def test_kernels_compile_once_per_device_and_labeling():

@@ -132,6 +132,20 @@ class Backend(Protocol):
         """``(label_stats(...), first_indices(labels, n))``, in one pass where the device can."""
         ...
 
+    def label_stats_pass(
+        self,
+        block: np.ndarray,
+        connectivity: int,
+        dtype: np.dtype,
+        algorithm: str | None,
+        offset: tuple[int, ...],
+        intensity: np.ndarray | None = None,
+        moments: bool = False,
+    ) -> tuple[Any, int, dict[str, np.ndarray], np.ndarray]:
+        """``(labels, n, stats, first)``: ``label`` then ``label_stats_first``, or one pass where
+        the algorithm computes the statistics as it labels (HA4's analysis on CUDA)."""
+        ...
+
 
 def foreground(block: np.ndarray) -> np.ndarray:
     """Nonzero is foreground; the kernels take C-contiguous uint8 and read any nonzero byte as
@@ -188,6 +202,12 @@ class CPUBackend:
         from tilelabel.kernels.cpu_stats import label_stats_first
 
         return label_stats_first(labels, n, offset, intensity, moments)
+
+    def label_stats_pass(
+        self, block, connectivity, dtype, algorithm, offset, intensity=None, moments=False
+    ):
+        labels, n = self.label(block, connectivity, dtype, algorithm)
+        return labels, n, *self.label_stats_first(labels, n, offset, intensity, moments)
 
 
 def cuda_available() -> bool:

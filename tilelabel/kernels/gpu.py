@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tilelabel.kernels import gpu_equivalence, gpu_ha4  # noqa: F401  (their algorithms register)
 from tilelabel.kernels.gpu_ccl import label_device, renumber_kernels
 from tilelabel.kernels.gpu_compile import CTYPE
 
@@ -286,6 +287,19 @@ class CUDABackend:
         # label() already has the first voxels: nothing to fuse
         stats = self.label_stats(labels, n, offset, intensity, moments)
         return stats, self.first_indices(labels, n)
+
+    def label_stats_pass(
+        self, block, connectivity, dtype, algorithm, offset, intensity=None, moments=False
+    ):
+        img = self.foreground(block)
+        if gpu_ha4.serves_stats(img.ndim, int(connectivity), algorithm, intensity, moments):
+            from tilelabel.kernels.cpu_stats import to_global
+
+            with thread_stream():
+                labels, n, stats, first = gpu_ha4.label_analysis(img, dtype)
+                return labels, n, to_global(stats, offset), self.to_host(first)
+        labels, n = self.label(img, connectivity, dtype, algorithm)
+        return labels, n, *self.label_stats_first(labels, n, offset, intensity, moments)
 
 
 #: device bytes nvCOMP's zstd takes per byte of output, beside the labels: its copy of the tiles,

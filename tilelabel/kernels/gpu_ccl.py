@@ -17,6 +17,9 @@ Algorithms (CUDA C in ``kernels/cuda``), as registered with the kernel registry:
   every connectivity, made for 4, 6 and 18. Only segment starts are forest nodes, and only tile
   roots whose component reaches a tile face take part in the global steps.
 
+The papers' other algorithms (``be``, ``ole``: :mod:`.gpu_equivalence`; ``ha4``: :mod:`.gpu_ha4`)
+run their own steps and join this table through :data:`OTHERS`.
+
 All of them end with the same on-device renumbering to scipy's numbering (``renumber.cu``), which
 also yields each label's first voxel. A labeling compiles only the kernels it launches
 (:mod:`.gpu_compile`); CuPy is imported only when a kernel runs.
@@ -172,6 +175,31 @@ ALGORITHMS: dict[str, Algorithm] = {
         ranked=(("roots", "seg_roots"),),
     ),
 }
+
+
+@dataclass(frozen=True)
+class Other:
+    """An algorithm whose steps another module runs: its :class:`Run` subclass, the (ndim,
+    connectivity) pairs it serves and the most voxels a uint32 forest of it holds."""
+
+    run: type
+    connectivities: tuple[tuple[int, int], ...]
+    u32_voxels: int
+
+
+#: algorithms of other modules (:func:`add_other`)
+OTHERS: dict[str, Other] = {}
+
+
+def spec(algorithm: str) -> Algorithm | Other:
+    """The algorithm's entry in :data:`ALGORITHMS` or :data:`OTHERS`."""
+    return ALGORITHMS[algorithm] if algorithm in ALGORITHMS else OTHERS[algorithm]
+
+
+def make_run(image, dtype, connectivity: int, algorithm: str) -> Run:
+    """The run of one labeling with ``algorithm`` (its steps: :meth:`Run.steps`)."""
+    cls = OTHERS[algorithm].run if algorithm in OTHERS else Run
+    return cls(image, dtype, connectivity, algorithm)
 
 
 def _bool(b: bool) -> str:
@@ -350,10 +378,44 @@ class Run:
         return out
 
 
+class OwnRun(Run):
+    """A run whose steps another module writes (:data:`OTHERS`): the image's geometry, the
+    renumbering of :class:`Run` (its ``scan``, ``count`` and ``first``) and the kernels
+    ``names`` (name expressions by family) compiled when made."""
+
+    def __init__(self, image, dtype, names: dict[str, tuple[str, ...]]):
+        self.T = np.dtype(dtype)
+        self.t = CTYPE[self.T]
+        self.shape = tuple(int(s) for s in image.shape)
+        self.N = int(np.prod(self.shape, dtype=object))
+        self.D, self.H, self.W = (1, *self.shape) if len(self.shape) == 2 else self.shape
+        self.img = image
+        self.dims = tuple(self.T.type(s) for s in (self.D, self.H, self.W))
+        self.nwords = _cdiv(self.N, 32)
+        self.ntiles = _cdiv(self.nwords, _SCAN_TILE)
+        self.fn = {}
+        for family, exprs in {"renumber": _renumber_names(self.t), **names}.items():
+            self.fn |= kernels(family, exprs)
+
+    def alloc_renumber(self, zeroed: bool) -> None:
+        """The labels, the root bitmap (``zeroed`` where roots set bits one by one) and the
+        scan's buffers."""
+        import cupy as cp
+
+        self.L = cp.empty(self.shape, self.T)
+        self.bitmap = (cp.zeros if zeroed else cp.empty)(self.nwords, np.uint32)
+        self.prefix = cp.empty(self.nwords, self.T)
+        self.tiles = cp.empty(self.ntiles + 1, self.T)
+
+    def flat(self, n: int) -> tuple:
+        """(grid, block) of a grid-stride loop over ``n`` items."""
+        return (min(_cdiv(n, 256), 1 << 20),), (256,)
+
+
 def _check(image, connectivity: int, algorithm: str) -> None:
     if image.ndim not in (2, 3):
         raise ValueError(f"tilelabel labels 2D and 3D arrays; got {image.ndim} dimension(s)")
-    serves = [c for nd, c in ALGORITHMS[algorithm].connectivities if nd == image.ndim]
+    serves = [c for nd, c in spec(algorithm).connectivities if nd == image.ndim]
     if connectivity not in serves:
         raise ValueError(
             f"{algorithm} serves {image.ndim}D connectivity {' or '.join(map(str, serves))}, "
@@ -380,9 +442,9 @@ def label_device(image, dtype, connectivity: int, algorithm: str, want_first: bo
     if n_vox == 0:
         out = cp.zeros(image.shape, dtype)
         return (out, 0, cp.empty(0, np.int64)) if want_first else (out, 0)
-    small = n_vox <= ALGORITHMS[algorithm].u32_voxels
+    small = n_vox <= spec(algorithm).u32_voxels
     work = dtype if (dtype == np.uint64 or small) else np.dtype(np.uint64)
-    run = Run(image, work, connectivity, algorithm)
+    run = make_run(image, work, connectivity, algorithm)
     for _, step in run.steps():
         step()
     n = run.count()
@@ -402,6 +464,13 @@ def _make(connectivity: int, algorithm: str):
 
     kernel.__name__ = f"cuda_{algorithm}_{connectivity}"
     return kernel
+
+
+def add_other(name: str, other: Other) -> None:
+    """Add an algorithm of another module to :data:`OTHERS` and to the kernel registry."""
+    OTHERS[name] = other
+    for ndim, conn in other.connectivities:
+        register("cuda", ndim, conn, name)(_make(conn, name))
 
 
 for _name, _alg in ALGORITHMS.items():

@@ -52,6 +52,16 @@ class Labeler:
         in the block, a host array), in one pass where the kernels find them as they go."""
         return get_backend(self.backend).label_first(block, **self._kwargs(block))
 
+    def label_stats(
+        self, block: Any, offset: tuple[int, ...], intensity: Any, moments: bool
+    ) -> tuple[Any, int, dict[str, np.ndarray], np.ndarray]:
+        """``(labels, n, stats, first)``: :meth:`label_first` and each label's statistics
+        (:meth:`Backend.label_stats_pass`)."""
+        be = get_backend(self.backend)
+        return be.label_stats_pass(
+            block, offset=offset, intensity=intensity, moments=moments, **self._kwargs(block)
+        )
+
 
 @dataclass
 class Borders:
@@ -202,16 +212,14 @@ def summarize(
         )
     be = get_backend(labeler.backend)
     fg = be.foreground(block)  # on the device: labeled, and packed if kept
+    table = None
     if stats:  # the statistics' pass finds the first voxels too
-        labels, n, _ = labeler.label(fg)
+        labels, n, table, first = labeler.label_stats(fg, chunk.offset, intensity, moments)
     else:
         labels, n, first = labeler.label_first(fg)
     if keep is not None:
         keep(labels, n, functools.partial(be.pack, fg))
     del fg
-    table = None
-    if stats:
-        table, first = be.label_stats_first(labels, n, chunk.offset, intensity, moments)
     if keys:
         table["key"] = to_global_keys(first, chunk)[:, None]
     borders = _borders(be, labels, first, chunk)
