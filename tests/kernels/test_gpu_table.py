@@ -15,6 +15,7 @@ import pytest
 from tilelabel.kernels.gpu_ccl import (
     ALGORITHMS,
     KERNELS,
+    OTHERS,
     RENUMBER,
     TILE,
     kernel_names,
@@ -42,7 +43,8 @@ def _templates(family: str) -> dict[str, tuple[list[str], int]]:
 def test_every_cuda_algorithm_is_in_the_table_and_registered_for_its_connectivities():
     for nd, conn in CONNECTIVITIES:
         registered = set(algorithms("cuda", nd, conn))
-        assert registered == {a for a, s in ALGORITHMS.items() if (nd, conn) in s.connectivities}
+        table = {**ALGORITHMS, **OTHERS}
+        assert registered == {a for a, s in table.items() if (nd, conn) in s.connectivities}
         assert DEFAULTS[("cuda", nd, conn)] in registered
     for spec in ALGORITHMS.values():
         assert spec.connectivities == (
