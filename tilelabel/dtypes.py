@@ -64,7 +64,7 @@ def count_dtype(most: int) -> np.dtype:
 def check_values(dtype: np.dtype) -> None:
     """Multi-label input is bool or integer (up to 64 bits): each value a class of its own."""
     if np.dtype(dtype).kind not in "biu":
-        raise TypeError(
+        raise ValueError(
             f"multi-label input must be of an integer or bool dtype, got {np.dtype(dtype)}"
         )
 
