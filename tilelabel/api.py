@@ -263,9 +263,10 @@ def regionprops(
     ``axis_major_length``, ``axis_minor_length``; with ``intensity`` (an array of the same
     shape) also ``intensity_sum``, ``intensity_mean``, ``intensity_min``, ``intensity_max`` and
     ``intensity_std``; with ``multilabel`` (each nonzero value a class of its own, as in
-    :func:`label`) also ``value``, each component's value in ``x``. A numpy or CuPy array is computed in one piece; a dask array chunk by
-    chunk through the pipeline (sums are combined across chunk borders, never recomputed from
-    the labels). For zarr volumes use ``label_zarr(..., stats=...)``.
+    :func:`label`) also ``value``, each component's value in ``x``. A numpy or CuPy array is
+    computed in one piece; a dask array chunk by chunk through the pipeline (sums are combined
+    across chunk borders, never recomputed from the labels). For zarr volumes use
+    ``label_zarr(..., stats=...)``.
     """
     from tilelabel.pipeline import stats as stats_mod
 

@@ -397,9 +397,7 @@ class Run:
 def _check(image, connectivity: int, algorithm: str, multilabel: bool = False) -> None:
     if image.ndim not in (2, 3):
         raise ValueError(f"tilelabel labels 2D and 3D arrays; got {image.ndim} dimension(s)")
-    serves = [
-        c for nd, c in algorithm_of(algorithm, multilabel).connectivities if nd == image.ndim
-    ]
+    serves = [c for nd, c in algorithm_of(algorithm, multilabel).connectivities if nd == image.ndim]
     if connectivity not in serves:
         raise ValueError(
             f"{algorithm} serves {image.ndim}D connectivity {' or '.join(map(str, serves))}, "
