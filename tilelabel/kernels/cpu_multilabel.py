@@ -32,76 +32,55 @@ def ml_scan(img, L, P, nz, ny, nx, dirs):
     touches in the earlier neighbour rows ``dirs`` ((dz, dy, wide) rows, as in ``cpu_runs``).
     Returns the number of runs plus one.
 
-    The runs of the current and the previous plane are kept as (start, end, id, value) lists
-    per row, so a run meets the runs of a neighbour row that overlap it without a pass over
-    their voxels, and the forest is over runs, not voxels: small enough to stay in cache.
+    Each voxel of the current and the previous plane also records where its run ends, so a run
+    steps through the runs of a neighbour row that it touches, one step per run, and the forest
+    is over runs, not voxels: small enough to stay in cache.
     """
     sy = nx
     sz = ny * nx
     k = dirs.shape[0]
-    # the runs of row slot (plane parity, y) start at slot * (nx + 1)
-    size = 2 * ny * (nx + 1)
-    starts = np.empty(size, np.int64)
-    ends = np.empty(size, np.int64)
-    ids = np.empty(size, np.int64)
-    vals = np.empty(size, img.dtype)
-    nruns = np.zeros(2 * ny, np.int64)
-    q0 = np.empty(k, np.int64)  # per neighbour row: its first run that may touch the next run
-    qend = np.empty(k, np.int64)
+    ends = np.empty(2 * ny * nx, np.int64)  # per voxel of a plane (by parity): its run's end
+    rows = np.empty(k, np.int64)  # per neighbour row inside the image: its first voxel
+    at = np.empty(k, np.int64)  # and its first entry in ``ends``
     wide = np.empty(k, np.int64)
     P[0] = 0
     m = np.int64(1)
     for z in range(nz):
-        cur = z & 1
         for y in range(ny):
             row = z * sz + y * sy
-            kk = 0  # the neighbour rows inside the image
+            kk = 0
             for i in range(k):
                 zz = z + dirs[i, 0]
                 yy = y + dirs[i, 1]
                 if zz < 0 or yy < 0 or yy >= ny:
                     continue
-                slot = (zz & 1) * ny + yy
-                q0[kk] = slot * (nx + 1)
-                qend[kk] = q0[kk] + nruns[slot]
+                rows[kk] = zz * sz + yy * sy
+                at[kk] = ((zz & 1) * ny + yy) * nx
                 wide[kk] = dirs[i, 2]
                 kk += 1
-            base = (cur * ny + y) * (nx + 1)
-            j = base
+            mine = ((z & 1) * ny + y) * nx
             x = 0
             while x < nx:
                 val = img[row + x]
-                if val == 0:
-                    L[row + x] = 0
-                    x += 1
-                    continue
                 e = x + 1  # the run is [x, e)
                 while e < nx and img[row + e] == val:
                     e += 1
-                starts[j] = x
-                ends[j] = e
-                ids[j] = m
-                vals[j] = val
-                j += 1
-                r = np.int64(-1)
-                for i in range(kk):
-                    lo = x - wide[i]  # voxels lo..hi-1 of that row touch the run
-                    hi = e + wide[i]
-                    q = q0[i]
-                    qe = qend[i]
-                    while q < qe and ends[q] <= lo:
-                        q += 1
-                    q0[i] = q  # the runs before q end before any later run's window
-                    while q < qe and starts[q] < hi:
-                        if vals[q] == val:
-                            r = merge(P, ids[q], r)
-                        q += 1
-                P[m] = m if r < 0 else r
+                m_or_0 = m if val != 0 else 0
+                if val != 0:
+                    r = np.int64(-1)
+                    for i in range(kk):
+                        xx = max(x - wide[i], 0)  # voxels xx..hi-1 of that row touch the run
+                        hi = min(e + wide[i], nx)
+                        while xx < hi:  # one step per run of that row
+                            if img[rows[i] + xx] == val:
+                                r = merge(P, np.int64(L[rows[i] + xx]), r)
+                            xx = ends[at[i] + xx]
+                    P[m] = m if r < 0 else r
+                    m += 1
                 for xx in range(x, e):
-                    L[row + xx] = m
-                m += 1
+                    L[row + xx] = m_or_0
+                    ends[mine + xx] = e
                 x = e
-            nruns[cur * ny + y] = j - base
     return m
 
 
