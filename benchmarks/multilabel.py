@@ -207,6 +207,12 @@ def main() -> None:
         meta["device"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
         meta["cupy"] = cp.__version__
     meta["cpus"] = os.cpu_count()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every size: a run stopped at a time limit keeps what it has
+        (out / "multilabel.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
+
     for size in (int(s) for s in args.sizes.split(",")):
         t = time.perf_counter()
         if gpu:
@@ -218,13 +224,12 @@ def main() -> None:
         for conn in (int(c) for c in args.conns.split(",")):
             for r in kernels(vol, dvol, conn, args.repeat, not args.no_cpu):
                 rows.append(dict(size=size, **r))
+            save()
         if args.pipeline:
             for r in pipeline(vol, "cuda" if gpu else "cpu", int(args.conns.split(",")[0]), 1):
                 rows.append(dict(size=size, **r))
+        save()
         del dvol, vol
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "multilabel.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
     print(table(rows))
 
 
