@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tilelabel import connectivity as conn_mod
-from tilelabel.dtypes import label_dtype
+from tilelabel.dtypes import check_values, label_dtype
 from tilelabel.kernels.backends import get_backend, resolve_backend
 from tilelabel.validate import check_input
 
@@ -20,13 +20,17 @@ def _is_cupy(x: Any) -> bool:
     return type(x).__module__.startswith("cupy")
 
 
-def _prepare(x: Any, connectivity, structure, caller: str) -> tuple[Any, int]:
+def _prepare(
+    x: Any, connectivity, structure, caller: str, multilabel: bool = False
+) -> tuple[Any, int]:
     """The checks every in-memory entry point makes: an array, labelable, and its connectivity."""
     if isinstance(x, list | tuple):
         x = np.asarray(x)
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
         raise TypeError(f"{caller}() takes a numpy, CuPy or dask array, got {type(x).__name__}")
     check_input(tuple(x.shape), x.dtype)
+    if multilabel:
+        check_values(x.dtype)
     return x, conn_mod.normalize(x.ndim, connectivity, structure)
 
 
@@ -80,8 +84,10 @@ def label(
     max_size: int | None = None,
     largest_k: int | None = None,
     order: str = "raster",
+    multilabel: bool = False,
 ):
-    """Label the connected components of ``x`` (nonzero is foreground).
+    """Label the connected components of ``x`` (nonzero is foreground; with ``multilabel``,
+    each distinct nonzero value is a class of its own).
 
     Parameters
     ----------
@@ -109,21 +115,25 @@ def label(
     order
         ``"raster"`` (scipy's numbering, by first voxel) or ``"size"`` (the largest is 1; for a
         dask array only with ``largest_k``).
+    multilabel
+        A component is a connected set of voxels of one value (``x`` of an integer or bool
+        dtype), as ``cc3d.connected_components(x, connectivity=...)`` labels it.
 
     Returns
     -------
     (labels, n)
-        Labels equal to ``scipy.ndimage.label(x != 0, structure)``: 1..n in raster order of each
-        component's first voxel. Numpy in, numpy out; CuPy in, CuPy out; dask in, a lazy dask
-        array and a lazy 0-d dask array for the count.
+        Labels equal to ``scipy.ndimage.label(x != 0, structure)`` (with ``multilabel``,
+        ``cc3d.connected_components``): 1..n in raster order of each component's first voxel.
+        Numpy in, numpy out; CuPy in, CuPy out; dask in, a lazy dask array and a lazy 0-d
+        dask array for the count.
     """
-    x, conn = _prepare(x, connectivity, structure, "label")
+    x, conn = _prepare(x, connectivity, structure, "label", multilabel)
     opts = _size_filter(x, min_size, max_size, largest_k, order)
     if _is_dask(x):
         from tilelabel.pipeline.lazy import label_dask
         from tilelabel.pipeline.local import Labeler
 
-        labeler = Labeler(resolve_backend(backend), conn, algorithm)
+        labeler = Labeler(resolve_backend(backend), conn, algorithm, multilabel)
         return label_dask(
             x,
             labeler=labeler,
@@ -143,8 +153,8 @@ def label(
     if x.dtype.kind == "f" and bool((x != x).any()):
         raise ValueError("input contains NaN; NaN is neither foreground nor background")
     be = get_backend(name)
-    bound = conn_mod.max_components(tuple(x.shape), conn)
-    labels, n = be.label(x, connectivity=conn, dtype=label_dtype(bound), algorithm=algorithm)
+    bound = conn_mod.max_components(tuple(x.shape), conn, multilabel)
+    labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel=multilabel)
     if opts is not None:
         count = be.label_stats(labels, n, (0,) * x.ndim)["count"][:, 0]
         from tilelabel.pipeline.stats import filter_lut
@@ -240,6 +250,7 @@ def regionprops(
     order: str = "raster",
     backend: str = "auto",
     algorithm: str | None = None,
+    multilabel: bool = False,
 ):
     """Statistics of the connected components of ``x``, one row per label, as a pandas DataFrame.
 
@@ -251,13 +262,15 @@ def regionprops(
     physical), ``centroid-*``, ``inertia_tensor-i-j``, ``inertia_tensor_eigvals-*``,
     ``axis_major_length``, ``axis_minor_length``; with ``intensity`` (an array of the same
     shape) also ``intensity_sum``, ``intensity_mean``, ``intensity_min``, ``intensity_max`` and
-    ``intensity_std``. A numpy or CuPy array is computed in one piece; a dask array chunk by
-    chunk through the pipeline (sums are combined across chunk borders, never recomputed from
-    the labels). For zarr volumes use ``label_zarr(..., stats=...)``.
+    ``intensity_std``; with ``multilabel`` (each nonzero value a class of its own, as in
+    :func:`label`) also ``value``, each component's value in ``x``. A numpy or CuPy array is
+    computed in one piece; a dask array chunk by chunk through the pipeline (sums are combined
+    across chunk borders, never recomputed from the labels). For zarr volumes use
+    ``label_zarr(..., stats=...)``.
     """
     from tilelabel.pipeline import stats as stats_mod
 
-    x, conn = _prepare(x, connectivity, structure, "regionprops")
+    x, conn = _prepare(x, connectivity, structure, "regionprops", multilabel)
     if intensity is not None and tuple(intensity.shape) != tuple(x.shape):
         raise ValueError(f"intensity shape {tuple(intensity.shape)} differs from {tuple(x.shape)}")
     opts = _size_filter(
@@ -271,7 +284,7 @@ def regionprops(
 
         if intensity is not None and not _is_dask(intensity):
             intensity = da.from_array(np.asarray(intensity), chunks=x.chunks)
-        labeler = Labeler(resolve_backend(backend), conn, algorithm)
+        labeler = Labeler(resolve_backend(backend), conn, algorithm, multilabel)
         return regionprops_dask(
             x,
             labeler=labeler,
@@ -288,7 +301,11 @@ def regionprops(
     if x.dtype.kind == "f" and bool((x != x).any()):
         raise ValueError("input contains NaN; NaN is neither foreground nor background")
     be = get_backend(name)
-    bound = conn_mod.max_components(tuple(x.shape), conn)
-    labels, n = be.label(x, connectivity=conn, dtype=label_dtype(bound), algorithm=algorithm)
-    stats = be.label_stats(labels, n, (0,) * x.ndim, intensity, moments=True)
+    bound = conn_mod.max_components(tuple(x.shape), conn, multilabel)
+    labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel=multilabel)
+    stats, first = be.label_stats_first(labels, n, (0,) * x.ndim, intensity, moments=True)
+    if multilabel:
+        from tilelabel.pipeline.local import value_at
+
+        stats["value"] = value_at(be, x, first)[:, None]
     return stats_mod.to_frame(stats_mod.table_of(stats, opts))

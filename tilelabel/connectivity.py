@@ -102,13 +102,16 @@ def structure(ndim: int, connectivity: int) -> np.ndarray:
     raise ValueError(f"no {ndim}D structure has {connectivity} neighbours")
 
 
-def max_components(shape: tuple[int, ...], connectivity: int) -> int:
-    """An upper bound on the number of components any binary array of ``shape`` can have.
+def max_components(shape: tuple[int, ...], connectivity: int, multilabel: bool = False) -> int:
+    """An upper bound on the number of components any binary array of ``shape`` can have (any
+    multi-label array with ``multilabel``: one per voxel).
 
     With full connectivity a 2x2(x2) block holds at most one component; with any structure that
     contains the face neighbours, foreground voxels of one component-per-voxel form an
     independent set of the grid graph, which has at most ceil(voxels / 2) members.
     """
+    if multilabel:
+        return int(np.prod(shape, dtype=object))
     if connectivity == full_connectivity(len(shape)):
         return int(np.prod([(s + 1) // 2 for s in shape], dtype=object))
     voxels = int(np.prod(shape, dtype=object))

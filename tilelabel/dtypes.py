@@ -34,9 +34,11 @@ def label_dtype(max_label: int, requested: str | np.dtype = "auto") -> np.dtype:
     return LABEL_DTYPES["uint32"] if fits else LABEL_DTYPES["uint64"]
 
 
-def local_dtype(block_shape: tuple[int, ...], connectivity: int) -> np.dtype:
+def local_dtype(
+    block_shape: tuple[int, ...], connectivity: int, multilabel: bool = False
+) -> np.dtype:
     """Label dtype of a chunk's local labels: uint32 unless the chunk could overflow it."""
-    return label_dtype(max_components(tuple(block_shape), connectivity))
+    return label_dtype(max_components(tuple(block_shape), connectivity, multilabel))
 
 
 def row_count_dtype(row_length: int) -> np.dtype:
@@ -57,3 +59,23 @@ def count_dtype(most: int) -> np.dtype:
         if most <= np.iinfo(dt).max:
             return np.dtype(dt)
     return np.dtype(np.uint64)
+
+
+def check_values(dtype: np.dtype) -> None:
+    """Multi-label input is bool or integer (up to 64 bits): each value a class of its own."""
+    if np.dtype(dtype).kind not in "biu":
+        raise ValueError(
+            f"multi-label input must be of an integer or bool dtype, got {np.dtype(dtype)}"
+        )
+
+
+def unsigned_values(block):
+    """A multi-label block (numpy or CuPy) as C-contiguous unsigned integers of its own width:
+    the kernels compare values only for equality, which a signed value and its unsigned view
+    keep, so a signed block costs no copy and each width compiles once."""
+    check_values(block.dtype)
+    if not block.flags.c_contiguous:
+        block = block.copy(order="C")
+    if block.dtype.kind == "u":
+        return block
+    return block.view(f"u{block.dtype.itemsize}")

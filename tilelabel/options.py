@@ -160,6 +160,15 @@ class Options:
         check=v.positive_int,
         flags=[flag("--connectivity", "-c", type=int)],
     )
+    multilabel: bool = option(
+        False,
+        "each distinct nonzero value is a class of its own: a component is a connected set of "
+        "voxels of one value (cc3d's connected_components); integer or bool input",
+        doc="The output then equals ``cc3d.connected_components(volume, connectivity=...)``, "
+        "and the statistics table gets each component's source ``value``.",
+        check=v.boolean,
+        flags=[flag("--multilabel", action="store_true", default=None)],
+    )
     chunks: tuple[int, ...] | None = option(
         None,
         "processing chunk Z,Y,X: whole multiples of the storage chunks",

@@ -125,3 +125,88 @@ def write_random_zarr(
     with ThreadPoolExecutor(threads or usable_cores()) as pool:
         for _ in pool.map(one, itertools.product(*grid)):
             pass
+
+
+@numba.njit(cache=True, nogil=True)
+def _cell_hash(key, c0, c1, c2, salt):
+    h = _splitmix64(np.uint64(c0) * np.uint64(0x100000001B3) ^ key)
+    h = _splitmix64(h ^ (np.uint64(c1) * np.uint64(0xC2B2AE3D27D4EB4F)))
+    return _splitmix64(h ^ np.uint64(c2) ^ (np.uint64(salt) << np.uint64(56)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _seeds(lo, hi, cell, key, ids, background, planar):
+    """Seed position (z, y, x) and value of every cell from ``lo`` to ``hi`` (inclusive)."""
+    unit = 1.0 / 9007199254740992.0  # 2^-53
+    n = hi - lo + 1
+    pos = np.empty((n[0], n[1], n[2], 3), np.float64)
+    val = np.empty((n[0], n[1], n[2]), np.uint64)
+    for i in range(n[0]):
+        for j in range(n[1]):
+            for k in range(n[2]):
+                a, b, c = lo[0] + i, lo[1] + j, lo[2] + k
+                for d in range(3):
+                    h = _cell_hash(key, a, b, c, d + 1) >> np.uint64(11)
+                    pos[i, j, k, d] = ((a, b, c)[d] + h * unit) * cell
+                if planar:
+                    pos[i, j, k, 0] = 0.0
+                bg = (_cell_hash(key, a, b, c, 4) >> np.uint64(11)) * unit < background
+                val[i, j, k] = 0 if bg else _cell_hash(key, a, b, c, 5) % ids + 1
+    return pos, val
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _fill_cells(out, offset, cell, lo, pos, val, planar):
+    """Each voxel takes the value of the nearest seed among the 3 x 3 x 3 cells of ``cell``
+    voxels around its own (3 x 3 in 2D)."""
+    reach = 0 if planar else 1
+    for i in numba.prange(out.shape[0]):
+        z = offset[0] + i
+        for j in range(out.shape[1]):
+            y = offset[1] + j
+            for k in range(out.shape[2]):
+                x = offset[2] + k
+                best = 1e300
+                value = np.uint64(0)
+                for dz in range(-reach, reach + 1):
+                    a = z // cell + dz - lo[0]
+                    for dy in range(-1, 2):
+                        b = y // cell + dy - lo[1]
+                        for dx in range(-1, 2):
+                            c = x // cell + dx - lo[2]
+                            d = (pos[a, b, c, 0] - z) ** 2 + (pos[a, b, c, 1] - y) ** 2
+                            d += (pos[a, b, c, 2] - x) ** 2
+                            if d < best:
+                                best = d
+                                value = val[a, b, c]
+                out[i, j, k] = value
+
+
+def voronoi_labels(
+    shape: tuple[int, ...],
+    cell: int = 16,
+    ids: int = 4096,
+    background: float = 0.1,
+    seed: int = 0,
+    dtype=np.uint32,
+    offset: tuple[int, ...] | None = None,
+    block_shape: tuple[int, ...] | None = None,
+) -> np.ndarray:
+    """A segmentation-like multi-label volume: Voronoi cells of one seed per ``cell``-voxel grid
+    cell, each holding a value of 1..``ids`` (so cells of one value may touch, or lie apart) or,
+    with probability ``background``, 0. Like :func:`random_block`, the block ``[offset, offset +
+    block_shape)`` (default: the whole volume) equals that block of the whole volume."""
+    if len(shape) not in (2, 3) or cell < 1 or ids < 1 or not 0.0 <= background <= 1.0:
+        raise ValueError("voronoi_labels takes a 2D or 3D shape, cell >= 1, ids >= 1, 0..1")
+    offset = (0,) * len(shape) if offset is None else tuple(offset)
+    block_shape = tuple(shape) if block_shape is None else tuple(block_shape)
+    lead = (1,) * (3 - len(shape))
+    out = np.empty(lead + block_shape, np.uint64)
+    key = np.uint64(_splitmix64(np.uint64(seed)))
+    start = np.array((0,) * len(lead) + offset, np.int64)
+    planar = len(shape) == 2
+    lo = start // cell - 1
+    hi = (start + np.array(out.shape) - 1) // cell + 1
+    pos, val = _seeds(lo, hi, int(cell), key, np.uint64(ids), float(background), planar)
+    _fill_cells(out, start, int(cell), lo, pos, val, planar)
+    return out.reshape(block_shape).astype(dtype)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tilelabel.dtypes import unsigned_values
 from tilelabel.kernels.registry import get_kernel
 
 
@@ -77,11 +78,24 @@ class Backend(Protocol):
     decoder: Decoder | None
 
     def label(
-        self, block: np.ndarray, connectivity: int, dtype: np.dtype, algorithm: str | None = None
-    ) -> tuple[Any, int]: ...
+        self,
+        block: np.ndarray,
+        connectivity: int,
+        dtype: np.dtype,
+        algorithm: str | None = None,
+        multilabel: bool = False,
+    ) -> tuple[Any, int]:
+        """Labels 1..n of ``block`` (nonzero is foreground; with ``multilabel`` each nonzero
+        value is a class of its own) and n."""
+        ...
 
     def label_first(
-        self, block: np.ndarray, connectivity: int, dtype: np.dtype, algorithm: str | None = None
+        self,
+        block: np.ndarray,
+        connectivity: int,
+        dtype: np.dtype,
+        algorithm: str | None = None,
+        multilabel: bool = False,
     ) -> tuple[Any, int, np.ndarray]:
         """``label`` and :meth:`first_indices` of its labels, in one pass where the kernels
         find the first voxels as they go."""
@@ -90,6 +104,11 @@ class Backend(Protocol):
     def foreground(self, block: np.ndarray) -> Any:
         """The block's foreground (nonzero) as uint8 where the backend labels: ``label`` takes
         it as is, and ``pack`` packs it."""
+        ...
+
+    def values(self, block: np.ndarray) -> Any:
+        """A multi-label block where the backend labels, as unsigned values of its own width
+        (:func:`tilelabel.dtypes.unsigned_values`): ``label(..., multilabel=True)`` takes it."""
         ...
 
     def pack(self, fg: Any) -> Any:
@@ -141,9 +160,11 @@ class Backend(Protocol):
         offset: tuple[int, ...],
         intensity: np.ndarray | None = None,
         moments: bool = False,
+        multilabel: bool = False,
     ) -> tuple[Any, int, dict[str, np.ndarray], np.ndarray]:
         """``(labels, n, stats, first)``: ``label`` then ``label_stats_first``, or one pass where
-        the algorithm computes the statistics as it labels (HA4's analysis on CUDA)."""
+        the algorithm computes the statistics as it labels (HA4's analysis on CUDA). ``block``
+        as ``label`` takes it."""
         ...
 
 
@@ -162,16 +183,20 @@ class CPUBackend:
     encoder = None  # zarr's own codec pool is the host's encoder and decoder
     decoder = None
 
-    def label(self, block, connectivity, dtype, algorithm=None):
-        kernel = get_kernel("cpu", block.ndim, connectivity, algorithm)
-        return kernel(self.foreground(block), np.dtype(dtype))
+    def label(self, block, connectivity, dtype, algorithm=None, multilabel=False):
+        kernel = get_kernel("cpu", block.ndim, connectivity, algorithm, multilabel)
+        image = self.values(block) if multilabel else self.foreground(block)
+        return kernel(image, np.dtype(dtype))
 
-    def label_first(self, block, connectivity, dtype, algorithm=None):
-        labels, n = self.label(block, connectivity, dtype, algorithm)
+    def label_first(self, block, connectivity, dtype, algorithm=None, multilabel=False):
+        labels, n = self.label(block, connectivity, dtype, algorithm, multilabel)
         return labels, n, self.first_indices(labels, n)
 
     def foreground(self, block):
         return foreground(np.asarray(block))
+
+    def values(self, block):
+        return unsigned_values(np.asarray(block))
 
     def pack(self, fg):
         return np.packbits(fg.reshape(-1))  # any nonzero byte packs as 1
@@ -204,9 +229,17 @@ class CPUBackend:
         return label_stats_first(labels, n, offset, intensity, moments)
 
     def label_stats_pass(
-        self, block, connectivity, dtype, algorithm, offset, intensity=None, moments=False
+        self,
+        block,
+        connectivity,
+        dtype,
+        algorithm,
+        offset,
+        intensity=None,
+        moments=False,
+        multilabel=False,
     ):
-        labels, n = self.label(block, connectivity, dtype, algorithm)
+        labels, n = self.label(block, connectivity, dtype, algorithm, multilabel)
         return labels, n, *self.label_stats_first(labels, n, offset, intensity, moments)
 
 

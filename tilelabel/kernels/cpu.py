@@ -4,6 +4,7 @@
 - ``bke``: block-based Komura equivalence, same connectivities (:mod:`.cpu_block`).
 - ``uf``: pixel-based union find, every connectivity (:mod:`.cpu_pixel`).
 - ``seg``: run-based union find, every connectivity (:mod:`.cpu_runs`).
+- multi-label ``seg``: runs of equal values, every connectivity (:mod:`.cpu_multilabel`).
 
 Every kernel follows the registry's contract: ``kernel(image, dtype) -> (labels, n)`` with labels
 numbered exactly as ``scipy.ndimage.label`` numbers them. The numba functions are compiled once
@@ -18,7 +19,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tilelabel.dtypes import unsigned_values
 from tilelabel.kernels import cpu_block as _blk
+from tilelabel.kernels import cpu_multilabel as _ml
 from tilelabel.kernels import cpu_pixel as _pix
 from tilelabel.kernels import cpu_runs as _runs
 from tilelabel.kernels.registry import register
@@ -31,14 +34,18 @@ _LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))
 UINT32_FOREST_LIMIT = int(np.iinfo(np.uint32).max)
 
 
-def _prepare(image: np.ndarray, dtype: np.dtype, ndim: int) -> tuple[np.ndarray, np.dtype]:
+def _prepare(
+    image: np.ndarray, dtype: np.dtype, ndim: int, multilabel: bool = False
+) -> tuple[np.ndarray, np.dtype]:
     image = np.asarray(image)
     if image.ndim != ndim:
         raise ValueError(f"expected a {ndim}D image, got shape {image.shape}")
     dtype = np.dtype(dtype)
     if dtype not in _LABEL_DTYPES:
         raise ValueError(f"label dtype must be uint32 or uint64, got {dtype}")
-    if image.dtype != np.uint8 or not image.flags.c_contiguous:
+    if multilabel:
+        image = unsigned_values(image)
+    elif image.dtype != np.uint8 or not image.flags.c_contiguous:
         image = np.ascontiguousarray(image != 0, dtype=np.uint8)
     return image, dtype
 
@@ -54,8 +61,9 @@ def _run(
     dtype: np.dtype,
     ndim: int,
     label_into: Callable[[np.ndarray, np.ndarray, tuple[int, int, int]], int],
+    multilabel: bool = False,
 ) -> tuple[np.ndarray, int]:
-    image, dtype = _prepare(image, dtype, ndim)
+    image, dtype = _prepare(image, dtype, ndim, multilabel)
     if image.size == 0:
         return np.zeros(image.shape, dtype), 0
     work = dtype
@@ -124,17 +132,30 @@ def _seg_into(ndim: int, connectivity: int):
     return label_into
 
 
-def _make(ndim: int, connectivity: int, algorithm: str, label_into) -> None:
-    def kernel(image: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
-        return _run(image, dtype, ndim, label_into)
+def _ml_into(ndim: int, connectivity: int):
+    dirs = _runs.DIRECTIONS[(ndim, connectivity)]
 
-    kernel.__name__ = f"{algorithm}_{ndim}d_{connectivity}"
+    def label_into(img, L, dims):
+        # the run forest: at most one run per voxel, pages touched only as runs are made
+        forest = np.empty(L.size + 1, L.dtype)
+        runs = _ml.ml_scan(img, L, forest, *dims, dirs)
+        return _ml.ml_finish(L, forest, runs)
+
+    return label_into
+
+
+def _make(ndim: int, connectivity: int, algorithm: str, label_into, multilabel=False) -> None:
+    def kernel(image: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
+        return _run(image, dtype, ndim, label_into, multilabel)
+
+    kernel.__name__ = f"{'ml_' if multilabel else ''}{algorithm}_{ndim}d_{connectivity}"
     kernel.__qualname__ = kernel.__name__
+    image = "multi-label (integer)" if multilabel else "uint8 0/1"
     kernel.__doc__ = (
-        f"CPU {algorithm.upper()} labeling of a {ndim}D uint8 0/1 image under "
+        f"CPU {algorithm.upper()} labeling of a {ndim}D {image} image under "
         f"{connectivity}-connectivity; returns (labels of ``dtype``, number of labels)."
     )
-    register("cpu", ndim, connectivity, algorithm)(kernel)
+    register("cpu", ndim, connectivity, algorithm, multilabel)(kernel)
     globals()[kernel.__name__] = kernel
 
 
@@ -144,3 +165,4 @@ for _ndim, _conn in ((2, 8), (3, 26)):
 for _ndim, _conn in ((2, 4), (2, 8), (3, 6), (3, 18), (3, 26)):
     _make(_ndim, _conn, "uf", _uf_into(_ndim, _conn))
     _make(_ndim, _conn, "seg", _seg_into(_ndim, _conn))
+    _make(_ndim, _conn, "seg", _ml_into(_ndim, _conn), multilabel=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tilelabel.dtypes import unsigned_values
 from tilelabel.kernels import gpu_equivalence, gpu_ha4  # noqa: F401  (their algorithms register)
 from tilelabel.kernels.gpu_ccl import label_device, renumber_kernels
 from tilelabel.kernels.gpu_compile import CTYPE
@@ -204,28 +205,37 @@ class CUDABackend:
         self.decoder = CUDADecoder()
 
     @_on_thread_stream
-    def label(self, block, connectivity, dtype, algorithm=None):
-        return self._label(block, connectivity, dtype, algorithm, False)
+    def label(self, block, connectivity, dtype, algorithm=None, multilabel=False):
+        return self._label(block, connectivity, dtype, algorithm, False, multilabel)
 
     @_on_thread_stream
-    def label_first(self, block, connectivity, dtype, algorithm=None):
+    def label_first(self, block, connectivity, dtype, algorithm=None, multilabel=False):
         import cupy as cp
 
         # the kernels find each label's first voxel as they number the labels
-        labels, n, first = self._label(block, connectivity, dtype, algorithm, True)
+        labels, n, first = self._label(block, connectivity, dtype, algorithm, True, multilabel)
         return labels, n, cp.asnumpy(first)
 
-    def _label(self, block, connectivity, dtype, algorithm, first):
-        from tilelabel.kernels.registry import DEFAULTS
+    def _label(self, block, connectivity, dtype, algorithm, first, multilabel):
+        from tilelabel.kernels.registry import DEFAULTS, MULTILABEL_DEFAULTS, get_kernel
 
-        img = foreground_device(block)
-        if algorithm is None:
-            algorithm = DEFAULTS[("cuda", img.ndim, int(connectivity))]
-        return label_device(img, dtype, int(connectivity), algorithm, first)
+        if multilabel:
+            if algorithm is not None:  # a name the registry does not know is refused there
+                get_kernel("cuda", block.ndim, int(connectivity), algorithm, multilabel)
+            img = self.values(block)
+            algorithm = algorithm or MULTILABEL_DEFAULTS["cuda"]
+        else:
+            img = foreground_device(block)
+            algorithm = algorithm or DEFAULTS[("cuda", img.ndim, int(connectivity))]
+        return label_device(img, dtype, int(connectivity), algorithm, first, multilabel)
 
     @_on_thread_stream
     def foreground(self, block):
         return foreground_device(block)
+
+    @_on_thread_stream
+    def values(self, block):
+        return unsigned_values(upload(block))
 
     @_on_thread_stream
     def pack(self, fg):
@@ -289,16 +299,24 @@ class CUDABackend:
         return stats, self.first_indices(labels, n)
 
     def label_stats_pass(
-        self, block, connectivity, dtype, algorithm, offset, intensity=None, moments=False
+        self,
+        block,
+        connectivity,
+        dtype,
+        algorithm,
+        offset,
+        intensity=None,
+        moments=False,
+        multilabel=False,
     ):
-        img = self.foreground(block)
-        if gpu_ha4.serves_stats(img.ndim, int(connectivity), algorithm, intensity, moments):
+        serves = gpu_ha4.serves_stats(block.ndim, int(connectivity), algorithm, intensity, moments)
+        if serves and not multilabel:
             from tilelabel.kernels.cpu_stats import to_global
 
             with thread_stream():
-                labels, n, stats, first = gpu_ha4.label_analysis(img, dtype)
+                labels, n, stats, first = gpu_ha4.label_analysis(self.foreground(block), dtype)
                 return labels, n, to_global(stats, offset), self.to_host(first)
-        labels, n = self.label(img, connectivity, dtype, algorithm)
+        labels, n = self.label(block, connectivity, dtype, algorithm, multilabel)
         return labels, n, *self.label_stats_first(labels, n, offset, intensity, moments)
 
 

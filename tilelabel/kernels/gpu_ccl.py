@@ -16,6 +16,8 @@ Algorithms (CUDA C in ``kernels/cuda``), as registered with the kernel registry:
   bit-parallel) united in a tile-local shared-memory union-find, then across tile faces only;
   every connectivity, made for 4, 6 and 18. Only segment starts are forest nodes, and only tile
   roots whose component reaches a tile face take part in the global steps.
+- multi-label ``ke`` (:data:`MULTILABEL`): pixel Komura equivalence over the input's values,
+  each nonzero value a class of its own, every connectivity (``multilabel.cu``).
 
 The papers' other algorithms (``be``, ``ole``: :mod:`.gpu_equivalence`; ``ha4``: :mod:`.gpu_ha4`)
 run their own steps and join this table through :data:`OTHERS`.
@@ -95,6 +97,16 @@ KERNELS: dict[str, Kernel] = {
         "seg", ("VEC",), "rowwords", ("img", "L", "troot", "bitmap", "prefix", "dims")
     ),
     "seg_roots": Kernel("seg", (), "words", ("L", "troot", "bitmap", "prefix", "nwords")),
+    "ml_ke_init": Kernel("multilabel", ("V", "CONN"), "voxels", _VOXELS),
+    "ml_ke_reduce": Kernel("multilabel", ("V", "CONN"), "voxels", _VOXELS),
+}
+
+#: C++ spelling of each value type of a multi-label input (its unsigned view)
+VTYPE = {
+    np.dtype(np.uint8): "unsigned char",
+    np.dtype(np.uint16): "unsigned short",
+    np.dtype(np.uint32): "unsigned int",
+    np.dtype(np.uint64): "unsigned long long",
 }
 
 
@@ -176,6 +188,17 @@ ALGORITHMS: dict[str, Algorithm] = {
     ),
 }
 
+#: the multi-label algorithms (each nonzero value a class of its own), by name
+MULTILABEL: dict[str, Algorithm] = {
+    "ke": Algorithm(
+        False,
+        "ml_ke_init",
+        (("compress", "uf_compress_mark"), ("reduce", "ml_ke_reduce")),
+        inline=True,
+        **_VOXEL_TAIL,
+    ),
+}
+
 
 @dataclass(frozen=True)
 class Other:
@@ -191,15 +214,19 @@ class Other:
 OTHERS: dict[str, Other] = {}
 
 
-def spec(algorithm: str) -> Algorithm | Other:
-    """The algorithm's entry in :data:`ALGORITHMS` or :data:`OTHERS`."""
+def spec(algorithm: str, multilabel: bool = False) -> Algorithm | Other:
+    """The algorithm's entry in :data:`ALGORITHMS` or :data:`OTHERS` (:data:`MULTILABEL` with
+    ``multilabel``)."""
+    if multilabel:
+        return MULTILABEL[algorithm]
     return ALGORITHMS[algorithm] if algorithm in ALGORITHMS else OTHERS[algorithm]
 
 
-def make_run(image, dtype, connectivity: int, algorithm: str) -> Run:
+def make_run(image, dtype, connectivity: int, algorithm: str, multilabel: bool = False) -> Run:
     """The run of one labeling with ``algorithm`` (its steps: :meth:`Run.steps`)."""
-    cls = OTHERS[algorithm].run if algorithm in OTHERS else Run
-    return cls(image, dtype, connectivity, algorithm)
+    if not multilabel and algorithm in OTHERS:
+        return OTHERS[algorithm].run(image, dtype, connectivity, algorithm)
+    return Run(image, dtype, connectivity, algorithm, multilabel)
 
 
 def _bool(b: bool) -> str:
@@ -207,12 +234,18 @@ def _bool(b: bool) -> str:
 
 
 def template_values(
-    algorithm: str, ndim: int, connectivity: int, aligned: bool, vec: bool = False
+    algorithm: str,
+    ndim: int,
+    connectivity: int,
+    aligned: bool,
+    vec: bool = False,
+    value=None,
 ) -> dict:
     """Values of the kernels' template parameters (except T and MARK) for one labeling:
     ``aligned`` for 16-bit loads of voxel pairs, ``vec`` for 16-byte loads of 32-voxel row
-    words."""
+    words; ``value``: a multi-label input's (unsigned) dtype, None for a binary one."""
     ty, tz, nt = TILE[ndim]
+    alg = spec(algorithm, value is not None)
     return {
         "IS3D": _bool(ndim == 3),
         "ALIGNED": _bool(aligned),
@@ -220,9 +253,10 @@ def template_values(
         "TZ": str(tz),
         "NT": str(nt),
         "CONN": str(connectivity),
-        "IC": _bool(ALGORITHMS[algorithm].inline),
+        "IC": _bool(alg.inline),
         **dict(zip(("KX", "KY", "KZ"), map(str, SEG_TILE[ndim]), strict=True)),
         "VEC": _bool(vec),
+        **({} if value is None else {"V": VTYPE[np.dtype(value)]}),
     }
 
 
@@ -237,13 +271,20 @@ def _renumber_names(ctype: str) -> tuple[str, ...]:
 
 
 def kernel_names(
-    algorithm: str, ndim: int, connectivity: int, dtype, aligned: bool, vec: bool = False
+    algorithm: str,
+    ndim: int,
+    connectivity: int,
+    dtype,
+    aligned: bool,
+    vec: bool = False,
+    value=None,
 ) -> dict[str, tuple[str, ...]]:
-    """The name expressions one labeling launches, by family: what its first run compiles."""
+    """The name expressions one labeling launches, by family: what its first run compiles
+    (``value``: a multi-label input's dtype)."""
     ctype = CTYPE[np.dtype(dtype)]
-    values = template_values(algorithm, ndim, connectivity, aligned, vec)
+    values = template_values(algorithm, ndim, connectivity, aligned, vec, value)
     out = {"renumber": _renumber_names(ctype)}
-    for _, kernel, mark in ALGORITHMS[algorithm].kernel_steps():
+    for _, kernel, mark in spec(algorithm, value is not None).kernel_steps():
         family = KERNELS[kernel].family
         out[family] = (*out.get(family, ()), expression(kernel, ctype, values, mark))
     return out
@@ -271,10 +312,12 @@ def renumber_kernels(dtype) -> dict:
 
 class Run:
     """One labeling of one image: its buffers and its steps (:meth:`steps`, so that a benchmark
-    can time each). Compiles what it launches when made (once per process and device)."""
+    can time each). Compiles what it launches when made (once per process and device).
+    ``multilabel``: ``image`` holds unsigned values, each nonzero one a class of its own."""
 
-    def __init__(self, image, dtype, connectivity: int, algorithm: str):
-        self.alg = ALGORITHMS[algorithm]
+    def __init__(self, image, dtype, connectivity: int, algorithm: str, multilabel: bool = False):
+        self.alg = spec(algorithm, multilabel)
+        value = image.dtype if multilabel else None
         self.T = np.dtype(dtype)
         self.t = CTYPE[self.T]
         self.shape = tuple(int(s) for s in image.shape)
@@ -289,7 +332,7 @@ class Run:
         # rows of whole 32-voxel words, 16-byte aligned: seg loads and stores 16 bytes at a time
         # and stores its bitmap words instead of or-ing bits into them
         self.vec = W % 32 == 0 and image.data.ptr % 16 == 0
-        self.values = template_values(algorithm, ndim, connectivity, aligned, self.vec)
+        self.values = template_values(algorithm, ndim, connectivity, aligned, self.vec, value)
         self.nwords = _cdiv(self.N, 32)
         self.ntiles = _cdiv(self.nwords, _SCAN_TILE)
         self.args["nwords"] = np.uint64(self.nwords)
@@ -317,7 +360,7 @@ class Run:
         else:
             self.grids["voxels"] = _grid((D, H, W), rows)
         self.fn: dict = {}
-        names = kernel_names(algorithm, ndim, connectivity, self.T, aligned, self.vec)
+        names = kernel_names(algorithm, ndim, connectivity, self.T, aligned, self.vec, value)
         for family, exprs in names.items():
             self.fn |= kernels(family, exprs)
 
@@ -412,21 +455,32 @@ class OwnRun(Run):
         return (min(_cdiv(n, 256), 1 << 20),), (256,)
 
 
-def _check(image, connectivity: int, algorithm: str) -> None:
+def _check(image, connectivity: int, algorithm: str, multilabel: bool = False) -> None:
     if image.ndim not in (2, 3):
         raise ValueError(f"tilelabel labels 2D and 3D arrays; got {image.ndim} dimension(s)")
-    serves = [c for nd, c in spec(algorithm).connectivities if nd == image.ndim]
+    serves = [c for nd, c in spec(algorithm, multilabel).connectivities if nd == image.ndim]
     if connectivity not in serves:
         raise ValueError(
             f"{algorithm} serves {image.ndim}D connectivity {' or '.join(map(str, serves))}, "
             f"not {connectivity}"
         )
-    if image.dtype != np.uint8 or not image.flags.c_contiguous:
+    if multilabel:
+        if image.dtype not in VTYPE or not image.flags.c_contiguous:
+            raise ValueError("the multi-label CUDA kernels take a C-contiguous unsigned CuPy array")
+    elif image.dtype != np.uint8 or not image.flags.c_contiguous:
         raise ValueError("the CUDA kernels take a C-contiguous uint8 CuPy array")
 
 
-def label_device(image, dtype, connectivity: int, algorithm: str, want_first: bool = False):
-    """Label a C-contiguous uint8 CuPy array (nonzero is foreground): ``(labels, n[, first])``.
+def label_device(
+    image,
+    dtype,
+    connectivity: int,
+    algorithm: str,
+    want_first: bool = False,
+    multilabel: bool = False,
+):
+    """Label a C-contiguous uint8 CuPy array (nonzero is foreground): ``(labels, n[, first])``;
+    with ``multilabel``, an unsigned one whose nonzero values are each a class of their own.
 
     ``dtype`` uint32 or uint64. Past :attr:`Algorithm.u32_voxels` voxels the forest needs 64-bit
     entries: a uint32 result is then computed in uint64 and narrowed (an allocation the papers
@@ -437,14 +491,14 @@ def label_device(image, dtype, connectivity: int, algorithm: str, want_first: bo
     dtype = np.dtype(dtype)
     if dtype not in CTYPE:
         raise ValueError(f"label dtype must be uint32 or uint64, got {dtype}")
-    _check(image, connectivity, algorithm)
+    _check(image, connectivity, algorithm, multilabel)
     n_vox = int(image.size)
     if n_vox == 0:
         out = cp.zeros(image.shape, dtype)
         return (out, 0, cp.empty(0, np.int64)) if want_first else (out, 0)
-    small = n_vox <= spec(algorithm).u32_voxels
+    small = n_vox <= spec(algorithm, multilabel).u32_voxels
     work = dtype if (dtype == np.uint64 or small) else np.dtype(np.uint64)
-    run = make_run(image, work, connectivity, algorithm)
+    run = make_run(image, work, connectivity, algorithm, multilabel)
     for _, step in run.steps():
         step()
     n = run.count()
@@ -458,11 +512,11 @@ def label_device(image, dtype, connectivity: int, algorithm: str, want_first: bo
     return labels, n
 
 
-def _make(connectivity: int, algorithm: str):
+def _make(connectivity: int, algorithm: str, multilabel: bool = False):
     def kernel(image, dtype):
-        return label_device(image, dtype, connectivity, algorithm)
+        return label_device(image, dtype, connectivity, algorithm, multilabel=multilabel)
 
-    kernel.__name__ = f"cuda_{algorithm}_{connectivity}"
+    kernel.__name__ = f"cuda_{'ml_' if multilabel else ''}{algorithm}_{connectivity}"
     return kernel
 
 
@@ -473,6 +527,7 @@ def add_other(name: str, other: Other) -> None:
         register("cuda", ndim, conn, name)(_make(conn, name))
 
 
-for _name, _alg in ALGORITHMS.items():
-    for _ndim, _conn in _alg.connectivities:
-        register("cuda", _ndim, _conn, _name)(_make(_conn, _name))
+for _ml, _table in ((False, ALGORITHMS), (True, MULTILABEL)):
+    for _name, _alg in _table.items():
+        for _ndim, _conn in _alg.connectivities:
+            register("cuda", _ndim, _conn, _name, _ml)(_make(_conn, _name, _ml))

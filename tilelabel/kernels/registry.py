@@ -4,6 +4,8 @@ A *kernel* is a function ``kernel(image, dtype) -> (labels, n)``:
 
 - ``image`` is a C-contiguous uint8 array of 0/1 (numpy for ``cpu``, CuPy for ``cuda``),
 - ``dtype`` is ``numpy.uint32`` or ``numpy.uint64``, the label type,
+- a *multi-label* kernel takes instead a C-contiguous array of unsigned values (0 background;
+  each other value its own class, cc3d's ``connected_components``),
 - ``labels`` is an array of that dtype and the image's shape, on the same device, numbered
   exactly as ``scipy.ndimage.label`` numbers them (1..n in raster order of each component's
   first voxel, 0 for background), and ``n`` a Python int.
@@ -45,6 +47,10 @@ DEFAULTS: dict[tuple[str, int, int], str] = {
     ("cuda", 3, 26): "bke_tile",
 }
 
+#: Default multi-label algorithm per backend: run-based union find on the CPU, pixel Komura
+#: equivalence on CUDA, every connectivity.
+MULTILABEL_DEFAULTS: dict[str, str] = {"cpu": "seg", "cuda": "ke"}
+
 
 @dataclass(frozen=True)
 class KernelKey:
@@ -52,18 +58,19 @@ class KernelKey:
     ndim: int
     connectivity: int
     algorithm: str
+    multilabel: bool = False
 
 
 _KERNELS: dict[KernelKey, Kernel] = {}
 
 
 def register(
-    backend: str, ndim: int, connectivity: int, algorithm: str
+    backend: str, ndim: int, connectivity: int, algorithm: str, multilabel: bool = False
 ) -> Callable[[Kernel], Kernel]:
     """Decorator used by kernel modules to add a kernel to the registry."""
 
     def deco(fn: Kernel) -> Kernel:
-        _KERNELS[KernelKey(backend, ndim, connectivity, algorithm)] = fn
+        _KERNELS[KernelKey(backend, ndim, connectivity, algorithm, multilabel)] = fn
         return fn
 
     return deco
@@ -75,26 +82,37 @@ def _load(backend: str) -> None:
     importlib.import_module(_MODULES[backend])
 
 
-def algorithms(backend: str, ndim: int, connectivity: int) -> list[str]:
-    """Every registered algorithm for this backend, ndim and connectivity."""
+def algorithms(backend: str, ndim: int, connectivity: int, multilabel: bool = False) -> list[str]:
+    """Every registered algorithm for this backend, ndim and connectivity (multi-label ones
+    with ``multilabel``)."""
     _load(backend)
     return sorted(
         k.algorithm
         for k in _KERNELS
-        if (k.backend, k.ndim, k.connectivity) == (backend, ndim, connectivity)
+        if (k.backend, k.ndim, k.connectivity, k.multilabel)
+        == (backend, ndim, connectivity, multilabel)
     )
 
 
-def get_kernel(backend: str, ndim: int, connectivity: int, algorithm: str | None = None) -> Kernel:
+def get_kernel(
+    backend: str,
+    ndim: int,
+    connectivity: int,
+    algorithm: str | None = None,
+    multilabel: bool = False,
+) -> Kernel:
     """The kernel for these parameters; ``algorithm=None`` picks the default."""
     _load(backend)
     if algorithm is None:
-        algorithm = DEFAULTS[(backend, ndim, connectivity)]
-    key = KernelKey(backend, ndim, connectivity, algorithm)
+        algorithm = (
+            MULTILABEL_DEFAULTS[backend] if multilabel else DEFAULTS[(backend, ndim, connectivity)]
+        )
+    key = KernelKey(backend, ndim, connectivity, algorithm, multilabel)
     if key not in _KERNELS:
-        have = algorithms(backend, ndim, connectivity)
+        have = algorithms(backend, ndim, connectivity, multilabel)
+        kind = "multi-label " if multilabel else ""
         raise ValueError(
-            f"no {backend} kernel {algorithm!r} for {ndim}D {connectivity}-connectivity; "
+            f"no {backend} {kind}kernel {algorithm!r} for {ndim}D {connectivity}-connectivity; "
             f"available: {have}"
         )
     return _KERNELS[key]

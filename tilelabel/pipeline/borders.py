@@ -3,7 +3,8 @@ their border labels meet there.
 
 For each chunk and each of its 3^ndim-1 neighbours in a forward direction (13 in 3D, 4 in 2D),
 the facing boundary planes give pairs (chunk a, label i) = (chunk b, label j) wherever two
-foreground voxels are connected under the structure; edges and corners count.
+foreground voxels are connected under the structure; edges and corners count. With multi-label
+input (:attr:`Borders.values`), only voxels of the same value pair.
 :mod:`tilelabel.pipeline.tree` joins the pairs into components.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,9 +45,14 @@ def _contact(faces: list[np.ndarray | None], step: Sequence[int], high: bool) ->
 
 
 def _shift_pairs(
-    a: np.ndarray, b: np.ndarray, shifts: Sequence[Sequence[int]]
+    a: np.ndarray,
+    b: np.ndarray,
+    shifts: Sequence[Sequence[int]],
+    va: np.ndarray | None = None,
+    vb: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Label pairs (a[p], b[p + shift]) for every shift, where both are foreground.
+    """Label pairs (a[p], b[p + shift]) for every shift, where both are foreground (and with
+    the source values ``va`` and ``vb`` of those voxels, of one value).
 
     ``a``'s foreground is found once and looked up in ``b`` at each shift, rather than a pass
     over the whole face per shift (9 per face under full connectivity): a face is mostly
@@ -53,8 +60,11 @@ def _shift_pairs(
     """
     if a.ndim == 0:  # a corner: one voxel each
         a, b, shifts = a.reshape(1), b.reshape(1), [(0,)] * len(shifts)
+        if va is not None:
+            va, vb = va.reshape(1), vb.reshape(1)
     coords = np.nonzero(a)
     values = a[coords]
+    own = None if va is None else va[coords]
     las, lbs = [], []
     for shift in shifts:
         at, inside = [], None
@@ -64,12 +74,15 @@ def _shift_pairs(
                 fits = c >= 0 if s < 0 else c < n
                 inside = fits if inside is None else inside & fits
             at.append(c)
-        la = values
+        la, oa = values, own
         if inside is not None:
             at = [c[inside] for c in at]
             la = values[inside]
+            oa = None if own is None else own[inside]
         lb = b[tuple(at)]
         both = lb != 0
+        if oa is not None:
+            both &= vb[tuple(at)] == oa
         las.append(la[both])
         lbs.append(lb[both])
     return np.concatenate(las), np.concatenate(lbs)
@@ -88,9 +101,12 @@ def _unique_pairs(la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarra
 POSITION_BITS = 32
 
 
-def contact(borders: Borders, step: Sequence[int], high: bool) -> np.ndarray:
+def contact(
+    borders: Borders, step: Sequence[int], high: bool
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Where a chunk touches its neighbour at ``step``: its labels there as positions in
-    ``borders.ids`` plus one (0: background).
+    ``borders.ids`` plus one (0: background); with multi-label input, those positions and the
+    value of each voxel there.
 
     Computed on the worker that holds the chunk's borders, so that a pair of chunks exchanges
     one face, edge or corner of the small position type instead of all six faces and ids.
@@ -101,13 +117,22 @@ def contact(borders: Borders, step: Sequence[int], high: bool) -> np.ndarray:
     out = np.zeros(labels.shape, np.uint32)
     fg = labels != 0
     out[fg] = np.searchsorted(borders.ids, labels[fg].astype(np.int64)) + 1
-    return out
+    if borders.values is None:
+        return out
+    values = np.zeros(labels.shape, borders.values.dtype)
+    values[fg] = borders.values[out[fg] - 1]
+    return out, values
+
+
+def _split(side: np.ndarray | tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:
+    """A :func:`contact`'s positions and values (None for binary input)."""
+    return side if isinstance(side, tuple) else (side, None)
 
 
 def chunk_pairs(
     mine: Borders,
     ordinal: int,
-    neighbours: Sequence[tuple[tuple[int, ...], np.ndarray, int]],
+    neighbours: Sequence[tuple[tuple[int, ...], Any, int]],
     connectivity: int,
 ) -> np.ndarray:
     """Equivalent border labels between chunk ``ordinal`` and its forward neighbours, shape
@@ -121,8 +146,9 @@ def chunk_pairs(
     ndim = len(neighbours[0][0])
     struct = structure(ndim, connectivity)
     out = []
-    for step, b, other in neighbours:
-        a = contact(mine, step, high=True)
+    for step, theirs, other in neighbours:
+        a, va = _split(contact(mine, step, high=True))
+        b, vb = _split(theirs)
         free = [ax for ax, s in enumerate(step) if s == 0]
         shifts = []
         for shift in itertools.product((-1, 0, 1), repeat=len(free)):
@@ -133,7 +159,7 @@ def chunk_pairs(
                 shifts.append(shift)
         if not shifts:  # no neighbour of the structure lies across this edge or corner
             continue
-        la, lb = _unique_pairs(*_shift_pairs(a, b, shifts))
+        la, lb = _unique_pairs(*_shift_pairs(a, b, shifts, va, vb))
         if la.size:
             pa = (np.int64(ordinal) << POSITION_BITS) + (la.astype(np.int64) - 1)
             pb = (np.int64(other) << POSITION_BITS) + (lb.astype(np.int64) - 1)

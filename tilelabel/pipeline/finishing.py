@@ -61,7 +61,12 @@ def finish(
             ex.gather,
             passes.tables,
             list(graph.plan.indices()),
-            stats_mod.columns(len(run.volume.shape), run.intensity is not None, run.stats.spacing),
+            stats_mod.columns(
+                len(run.volume.shape),
+                run.intensity is not None,
+                run.stats.spacing,
+                run.labeler.multilabel,
+            ),
             path=None if stats is True else os.fspath(stats),
             frame=stats is True,
             raster=run.stats.order == "raster",

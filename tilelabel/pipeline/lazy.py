@@ -47,10 +47,11 @@ def label_dask(
     )
     # a filtered graph must not share key names with the unfiltered one of the same array
     token = x.name if opts is None else f"{x.name}-{min_size}-{max_size}-{largest_k}-{order}"
+    token += "-multilabel" if labeler.multilabel else ""
     graph = graph_mod.build(source=_source(x, token), plan=plan, labeler=labeler, stats=opts)
     # the dtype of a lazy array is fixed before the count is known: choose it from the largest
     # count this shape can have; a forced uint32 is checked against the real count when computed
-    bound = max_components(plan.shape, labeler.connectivity)
+    bound = max_components(plan.shape, labeler.connectivity, labeler.multilabel)
     out = np.dtype(np.uint32) if dtype == "uint32" else label_dtype(bound, dtype)
     how = f"{labeler.connectivity}-{labeler.backend}-{labeler.algorithm}"
     name = f"tilelabel-labels-{token}-{how}-{out}"
@@ -97,10 +98,10 @@ def regionprops_dask(
         intensity = intensity.rechunk(x.chunks)
         isource = _source(intensity, intensity.name)
     token = f"{x.name}-stats-{isource and isource.token}-{min_size}-{max_size}-{opts.spacing}"
-    token += f"-{largest_k}-{order}"
+    token += f"-{largest_k}-{order}" + ("-multilabel" if labeler.multilabel else "")
     graph = graph_mod.build(
         source=_source(x, token), plan=plan, labeler=labeler, stats=opts, intensity=isource
     )
     pieces = dask.compute(*(graph.delayed(graph.table_keys[i]) for i in plan.indices()))
-    names = stats_mod.columns(x.ndim, intensity is not None, opts.spacing)
+    names = stats_mod.columns(x.ndim, intensity is not None, opts.spacing, labeler.multilabel)
     return stats_mod.to_frame(stats_mod.concat(pieces, names))

@@ -35,10 +35,20 @@ class Labeler:
     backend: str
     connectivity: int
     algorithm: str | None = None
+    #: each nonzero value a class of its own (cc3d's ``connected_components``), else nonzero is
+    #: foreground
+    multilabel: bool = False
 
     def _kwargs(self, block: Any) -> dict[str, Any]:
-        dtype = local_dtype(block.shape, self.connectivity)
-        return {"connectivity": self.connectivity, "dtype": dtype, "algorithm": self.algorithm}
+        dtype = local_dtype(block.shape, self.connectivity, self.multilabel)
+        kwargs = {"connectivity": self.connectivity, "dtype": dtype, "algorithm": self.algorithm}
+        return kwargs | ({"multilabel": True} if self.multilabel else {})
+
+    def image(self, block: Any) -> Any:
+        """What the kernels label, where the backend labels: the block's foreground as uint8,
+        or with ``multilabel`` its values (unsigned, of their own width)."""
+        be = get_backend(self.backend)
+        return be.values(block) if self.multilabel else be.foreground(block)
 
     def label(self, block: Any) -> tuple[Any, int, Backend]:
         """``(labels, n, backend)`` of a block (host or the backend's device), in the narrowest
@@ -65,7 +75,8 @@ class Labeler:
 
 @dataclass
 class Borders:
-    """What the border merge needs from a chunk: its faces and the keys of the labels on them."""
+    """What the border merge needs from a chunk: its faces and the keys of the labels on them
+    (and with multi-label input, the value of each)."""
 
     #: ``faces[2 * axis + side]``: the chunk's labels on its low (side 0) or high (side 1) face
     #: along ``axis`` (None where no chunk lies beyond that face)
@@ -74,6 +85,8 @@ class Borders:
     ids: np.ndarray
     #: each one's key: the global raster index of its first voxel
     keys: np.ndarray
+    #: multi-label input: each one's value (unsigned, see :meth:`Labeler.image`); None: binary
+    values: np.ndarray | None = None
 
 
 @dataclass
@@ -166,8 +179,11 @@ def key_rows(keys: np.ndarray, chunk: Chunk) -> np.ndarray:
     return np.ravel_multi_index(local, chunk.shape[:-1]).astype(np.int64)
 
 
-def _borders(be: Backend, labels: Any, first: np.ndarray, chunk: Chunk) -> Borders:
-    """The chunk's labels on its open faces, the labels there and their keys."""
+def _borders(
+    be: Backend, labels: Any, first: np.ndarray, chunk: Chunk, values: Any = None
+) -> Borders:
+    """The chunk's labels on its open faces, the labels there and their keys; with the
+    multi-label ``values`` (the image the kernel labeled), the value of each label there."""
     ndim = len(chunk.shape)
     faces: list[np.ndarray | None] = []
     for axis in range(ndim):
@@ -183,7 +199,20 @@ def _borders(be: Backend, labels: Any, first: np.ndarray, chunk: Chunk) -> Borde
     present = [f.reshape(-1) for f in faces if f is not None]
     ids = np.unique(np.concatenate(present)) if present else np.empty(0, np.uint64)
     ids = ids[ids != 0].astype(np.int64)
-    return Borders(faces, ids, to_global_keys(first[ids - 1], chunk))
+    border_values = None if values is None else value_at(be, values, first[ids - 1])
+    return Borders(faces, ids, to_global_keys(first[ids - 1], chunk), border_values)
+
+
+def value_at(be: Backend, values: Any, flat: np.ndarray) -> np.ndarray:
+    """The values at raster indices ``flat`` of a block (host or the backend's device), as a
+    host array."""
+    if not flat.size:
+        return be.to_host(values.reshape(-1)[:0])
+    if isinstance(values, np.ndarray):
+        return values.reshape(-1)[flat]
+    import cupy as cp  # only a device backend hands over a non-numpy block
+
+    return be.to_host(values.reshape(-1)[cp.asarray(flat)])
 
 
 def summarize(
@@ -211,19 +240,22 @@ def summarize(
             f"input's {block.shape}"
         )
     be = get_backend(labeler.backend)
-    fg = be.foreground(block)  # on the device: labeled, and packed if kept
+    fg = labeler.image(block)  # on the device: labeled, and packed if kept
     table = None
     if stats:  # the statistics' pass finds the first voxels too
         labels, n, table, first = labeler.label_stats(fg, chunk.offset, intensity, moments)
+        if labeler.multilabel:  # the source value of each label, in the block's own dtype
+            table["value"] = value_at(be, block, first)[:, None]
     else:
         labels, n, first = labeler.label_first(fg)
-    if keep is not None:
-        keep(labels, n, functools.partial(be.pack, fg))
+    if keep is not None:  # bits would lose a multi-label block's values: only labels are kept
+        keep(labels, n, None if labeler.multilabel else functools.partial(be.pack, fg))
+    values = fg if labeler.multilabel else None  # the border labels' values come from it
     del fg
     if keys:
         table["key"] = to_global_keys(first, chunk)[:, None]
-    borders = _borders(be, labels, first, chunk)
-    del labels
+    borders = _borders(be, labels, first, chunk, values)
+    del labels, values
     x = chunk.shape[-1]
     rows = int(np.prod(chunk.shape[:-1]))
     row_counts = np.bincount(first // x, minlength=rows).astype(row_count_dtype(x))

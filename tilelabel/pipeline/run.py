@@ -34,6 +34,7 @@ import numpy as np
 
 from tilelabel import connectivity as conn_mod
 from tilelabel.cluster import heap
+from tilelabel.dtypes import check_values
 from tilelabel.kernels.backends import resolve_backend
 from tilelabel.options import Options
 from tilelabel.pipeline import graph as graph_mod
@@ -153,6 +154,8 @@ def open_run(
         chunked=True,
     )
     connectivity = conn_mod.normalize(len(volume.shape), o.connectivity, structure)
+    if o.multilabel:
+        check_values(volume.array.dtype)
     backend = resolve_backend(o.backend)
     resources = for_backend(backend)
     remote = o.cluster is not None and o.cluster["kind"] not in ("local", "local-cuda")
@@ -178,7 +181,7 @@ def open_run(
                 f"intensity {o.intensity} does not have the input's shape {volume.shape}"
             )
         intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
-    labeler = Labeler(backend=backend, connectivity=connectivity, algorithm=o.algorithm)
+    labeler = Labeler(backend, connectivity, o.algorithm, multilabel=o.multilabel)
     run = Run(o, volume, output, labeler, resources, None, stats, intensity, progress, started)
     if output.mode in ("resume", "done"):
         run.options = resumed(run)

@@ -50,6 +50,8 @@ REDUCE = {
     "isq": np.add,
     # with largest_k: each label's key (first voxel), a component's the smallest
     "key": np.minimum,
+    # multi-label input: each label's source value, one per component
+    "value": np.minimum,
 }
 
 #: how the kept components are numbered: raster order of first voxels, or by size (largest 1)
@@ -250,10 +252,16 @@ def dropped(
 # -- the table ---------------------------------------------------------------------------------
 
 
-def columns(ndim: int, intensity: bool, spacing: tuple[float, ...] | None = None) -> list[str]:
-    """Column names, scikit-image's ``regionprops_table`` ones (plus ``intensity_sum`` and, with
-    a ``spacing``, the box in physical units ``bbox_scaled``)."""
-    names = ["label", "area", "num_pixels"]
+def columns(
+    ndim: int,
+    intensity: bool,
+    spacing: tuple[float, ...] | None = None,
+    multilabel: bool = False,
+) -> list[str]:
+    """Column names, scikit-image's ``regionprops_table`` ones (plus ``intensity_sum``, with a
+    ``spacing`` the box in physical units ``bbox_scaled``, and for multi-label input each
+    component's source ``value``)."""
+    names = ["label", *(["value"] if multilabel else []), "area", "num_pixels"]
     names += [f"bbox-{i}" for i in range(2 * ndim)]
     if spacing is not None:
         names += [f"bbox_scaled-{i}" for i in range(2 * ndim)]
@@ -278,6 +286,7 @@ def to_columns(
     scale = np.ones(ndim) if spacing is None else np.asarray(spacing, np.float64)
     out = {
         "label": labels.astype(np.int64),
+        **({"value": rows["value"][:, 0]} if "value" in rows else {}),
         "area": count * float(np.prod(scale)),
         "num_pixels": count.astype(np.int64),
     }
@@ -377,7 +386,7 @@ def concat(pieces: Iterable[dict[str, np.ndarray]], names: list[str]) -> dict[st
 
 
 def empty_columns(names: list[str]) -> dict[str, np.ndarray]:
-    ints = ("label", "num_pixels", "bbox-")
+    ints = ("label", "value", "num_pixels", "bbox-")
     return {c: np.empty(0, np.int64 if c.startswith(ints) else np.float64) for c in names}
 
 

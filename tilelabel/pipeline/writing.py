@@ -49,6 +49,8 @@ def attributes(run: Run, count: int | None, plan: ChunkPlan | None = None) -> di
         "backend": run.labeler.backend,
         "complete": False,
     }
+    if run.labeler.multilabel:
+        meta["multilabel"] = True
     if run.volume.lead:
         meta["selection"] = list(run.volume.lead)
     if plan is not None:  # the processing chunks, which a resumed run takes again

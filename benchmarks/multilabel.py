@@ -1,0 +1,237 @@
+"""Multi-label labeling of a segmentation-like volume vs cc3d, on the CPU and the GPU.
+
+Usage::
+
+    python benchmarks/multilabel.py                          # 512^3, connectivity 26 and 6
+    python benchmarks/multilabel.py --sizes 512,1024 --conns 26
+    python benchmarks/multilabel.py --sizes 512 --pipeline   # + label_zarr, binary vs multi
+    python benchmarks/multilabel.py --sizes 128 --repeat 2 --out /tmp/m
+
+The volume is a Voronoi label field (:func:`tilelabel.synth.voronoi_labels`: one seed per
+16^3 cell, values 1..4096, 10 % of the cells background; uint32), made on the GPU where there is
+one. Per size and connectivity, each method first labels a small volume (numba and CuPy compile
+then), then labels the volume ``--repeat`` times, timed; its first result is checked equal to
+cc3d's and the median reported (wall clock, output allocation included):
+
+- ``cc3d``: ``cc3d.connected_components`` (one thread; it has no threading option),
+- ``cpu``: tilelabel's multi-label CPU kernel (one thread),
+- ``cuda``: tilelabel's multi-label CUDA kernel, input already on the device, labels left there
+  (synchronised), and ``cuda_binary`` the default binary kernel on ``volume != 0`` beside it.
+
+``--pipeline`` also writes the volume to a zarr array (128^3 chunks) and times whole
+``label_zarr`` runs on it (this process, the GPU where there is one) in binary mode (nonzero is
+foreground) and multi-label mode: the second of two runs each. Writes ``multilabel.json`` to
+``--out`` (default: $OUT or benchmarks/out) and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from tilelabel.kernels.backends import cuda_available  # noqa: E402
+from tilelabel.kernels.registry import get_kernel  # noqa: E402
+from tilelabel.synth import voronoi_labels  # noqa: E402
+
+CELL, IDS, BACKGROUND = 16, 4096, 0.1
+
+
+def volume_on_gpu(n: int, seed: int = 0):
+    """``voronoi_labels((n,) * 3, CELL, IDS, BACKGROUND, seed)`` made on the GPU (the same seeds;
+    a voxel equally far from two seeds may take the other one), as a CuPy uint32 array."""
+    import cupy as cp
+
+    from tilelabel.synth import _seeds, _splitmix64
+
+    key = np.uint64(_splitmix64(np.uint64(seed)))
+    lo = np.full(3, -1, np.int64)
+    hi = np.full(3, (n - 1) // CELL + 1, np.int64)
+    pos, val = _seeds(lo, hi, CELL, key, np.uint64(IDS), BACKGROUND, False)
+    cells = int(hi[0] - lo[0] + 1)
+    fill = cp.ElementwiseKernel(
+        "raw float64 pos, raw uint64 val, int64 n, int64 m, int64 cell",
+        "uint32 out",
+        """
+        long long z = i / (n * n), y = (i / n) % n, x = i % n;
+        double best = 1e300;
+        unsigned long long value = 0;
+        for (int dz = -1; dz <= 1; dz++)
+          for (int dy = -1; dy <= 1; dy++)
+            for (int dx = -1; dx <= 1; dx++) {
+              long long c = ((z / cell + dz + 1) * m + (y / cell + dy + 1)) * m + x / cell + dx + 1;
+              double a = pos[3 * c] - z, b = pos[3 * c + 1] - y, d = pos[3 * c + 2] - x;
+              double q = a * a + b * b + d * d;
+              if (q < best) { best = q; value = val[c]; }
+            }
+        out = (unsigned int)value;
+        """,
+        "tilelabel_voronoi",
+    )
+    out = cp.empty((n, n, n), np.uint32)
+    fill(cp.asarray(pos), cp.asarray(val), np.int64(n), np.int64(cells), np.int64(CELL), out)
+    return out
+
+
+def timed(fn, repeat: int, sync=None) -> tuple[float, list[float], object]:
+    """(median seconds, all seconds, the first result) of ``repeat`` calls."""
+    times, first = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - t)
+        first = out if first is None else first
+        del out
+    return statistics.median(times), times, first
+
+
+def kernels(vol: np.ndarray, dvol, conn: int, repeat: int, cpu: bool = True) -> list[dict]:
+    import cc3d
+
+    u32 = np.dtype(np.uint32)
+    # name -> (labeling of one volume, the volume it labels in the timing)
+    methods = {
+        "cc3d": (
+            functools.partial(cc3d.connected_components, connectivity=conn, return_N=True),
+            vol,
+        )
+    }
+    if cpu:
+        methods["cpu"] = (
+            functools.partial(get_kernel("cpu", 3, conn, multilabel=True), dtype=u32),
+            vol,
+        )
+    sync = None
+    if dvol is not None:
+        import cupy as cp
+
+        ml = get_kernel("cuda", 3, conn, multilabel=True)
+        methods["cuda"] = (functools.partial(ml, dtype=u32), dvol)
+        # the default binary kernel on the foreground, made outside the timing
+        binary = get_kernel("cuda", 3, conn)
+        methods["cuda_binary"] = (functools.partial(binary, dtype=u32), (dvol != 0).view(np.uint8))
+        sync = cp.cuda.get_current_stream().synchronize
+    rows, ref, rn = [], None, None
+    for name, (fn, image) in methods.items():
+        small = image[:16, :16, :16].copy()
+        fn(small)  # compiles, outside the timing
+        on_gpu = name.startswith("cuda")
+        med, times, (labels, n) = timed(
+            functools.partial(fn, image), repeat, sync if on_gpu else None
+        )
+        ok = None
+        if name == "cc3d":
+            ref, rn = labels, int(n)
+        elif name != "cuda_binary":
+            host = labels if isinstance(labels, np.ndarray) else labels.get()
+            ok = bool(int(n) == rn and np.array_equal(host, ref))
+        rows.append(dict(conn=conn, method=name, n=int(n), ok=ok, s=med, all_s=times))
+        del labels
+        print(f"  {conn:>2} {name:<12} {med:8.4f} s  n={int(n)} ok={ok}", flush=True)
+    return rows
+
+
+def pipeline(vol: np.ndarray, backend: str, conn: int, repeat: int) -> list[dict]:
+    """Whole label_zarr runs in binary and multi-label mode on the same zarr input."""
+    import zarr
+
+    import tilelabel
+
+    rows = []
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
+        src = str(Path(tmp) / "in.zarr")
+        arr = zarr.create_array(src, shape=vol.shape, chunks=(128,) * 3, dtype=vol.dtype)
+        arr[...] = vol
+        for mode in (False, True):
+
+            def run(mode=mode):
+                return tilelabel.label_zarr(
+                    src,
+                    str(Path(tmp) / "out.zarr"),
+                    connectivity=conn,
+                    backend=backend,
+                    multilabel=mode,
+                    overwrite=True,
+                )
+
+            run()  # the first run of a process loads and compiles, outside the timing
+            med, times, n = timed(run, repeat)
+            name = "multilabel" if mode else "binary"
+            rows.append(dict(conn=conn, method=f"label_zarr_{backend}_{name}", n=int(n), s=med))
+            rows[-1]["all_s"] = times
+            print(f"  {conn:>2} label_zarr {backend} {name:<10} {med:8.3f} s  n={n}", flush=True)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| size | conn | method | components | median s | vs cc3d | ok |", "|---" * 7 + "|"]
+    ref = {(r["size"], r["conn"]): r["s"] for r in rows if r["method"] == "cc3d"}
+    for r in rows:
+        base = ref.get((r["size"], r["conn"]))
+        vs = f"{base / r['s']:.1f}x" if base and not r["method"].startswith("label_zarr") else ""
+        lines.append(
+            f"| {r['size']}^3 | {r['conn']} | {r['method']} | {r['n']} | {r['s']:.4f} | {vs} | "
+            f"{'' if r.get('ok') is None else r['ok']} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="512", help="comma list of edge lengths (default 512)")
+    ap.add_argument("--conns", default="26,6", help="comma list of connectivities")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--pipeline", action="store_true", help="also time label_zarr runs")
+    ap.add_argument("--no-cpu", action="store_true", help="skip tilelabel's CPU kernel")
+    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    args = ap.parse_args()
+    gpu = cuda_available()
+    rows, meta = [], {"date": datetime.date.today().isoformat(), "cell": CELL, "ids": IDS}
+    if gpu:
+        import cupy as cp
+
+        meta["device"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        meta["cupy"] = cp.__version__
+    meta["cpus"] = os.cpu_count()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every size: a run stopped at a time limit keeps what it has
+        (out / "multilabel.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
+
+    for size in (int(s) for s in args.sizes.split(",")):
+        t = time.perf_counter()
+        if gpu:
+            dvol = volume_on_gpu(size)
+            vol = dvol.get()
+        else:
+            dvol, vol = None, voronoi_labels((size,) * 3, CELL, IDS, BACKGROUND)
+        print(f"{size}^3: made in {time.perf_counter() - t:.1f} s", flush=True)
+        for conn in (int(c) for c in args.conns.split(",")):
+            for r in kernels(vol, dvol, conn, args.repeat, not args.no_cpu):
+                rows.append(dict(size=size, **r))
+            save()
+        if args.pipeline:
+            for r in pipeline(vol, "cuda" if gpu else "cpu", int(args.conns.split(",")[0]), 1):
+                rows.append(dict(size=size, **r))
+        save()
+        del dvol, vol
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
