@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilelabel import periodic
 from tilelabel import validate as v
 from tilelabel.cluster.kinds import ClusterSpecError, check_cluster
 from tilelabel.resources.turns import DEFAULT_TURNS, MIN_OUTPUT_TILES
@@ -159,6 +160,16 @@ class Options:
         doc="As in :func:`tilelabel.label` (or pass one of scipy's standard ``structure``s).",
         check=v.positive_int,
         flags=[flag("--connectivity", "-c", type=int)],
+    )
+    wrap_axes: tuple[int | str, ...] | None = option(
+        None,
+        "periodic boundaries: the axes whose two end faces touch each other, as names or "
+        "indices (e.g. z,y,x or 0,2)",
+        doc="As in :func:`tilelabel.label` (dask-image's ``wrap_axes``); where several wrap, "
+        "the box's edges and corners touch too. The numbering stays by first voxel. "
+        + periodic.STATISTICS,
+        check=periodic.spelled,
+        flags=[flag("--wrap", type=parsed(periodic.spelled), metavar="AXES")],
     )
     chunks: tuple[int, ...] | None = option(
         None,

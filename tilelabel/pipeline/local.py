@@ -158,6 +158,15 @@ def key_rows(keys: np.ndarray, chunk: Chunk) -> np.ndarray:
 
 def _borders(be: Backend, labels: Any, first: np.ndarray, chunk: Chunk) -> Borders:
     """The chunk's labels on its open faces, the labels there and their keys."""
+    faces, ids = open_faces(be, labels, chunk)
+    return Borders(faces, ids, to_global_keys(first[ids - 1], chunk))
+
+
+def open_faces(
+    be: Backend, labels: Any, chunk: Chunk
+) -> tuple[list[np.ndarray | None], np.ndarray]:
+    """The chunk's labels on its open faces (host arrays, None for a closed face; see
+    :attr:`Borders.faces`) and the sorted labels found there."""
     ndim = len(chunk.shape)
     faces: list[np.ndarray | None] = []
     for axis in range(ndim):
@@ -172,8 +181,7 @@ def _borders(be: Backend, labels: Any, first: np.ndarray, chunk: Chunk) -> Borde
                 faces.append(None)
     present = [f.reshape(-1) for f in faces if f is not None]
     ids = np.unique(np.concatenate(present)) if present else np.empty(0, np.uint64)
-    ids = ids[ids != 0].astype(np.int64)
-    return Borders(faces, ids, to_global_keys(first[ids - 1], chunk))
+    return faces, ids[ids != 0].astype(np.int64)
 
 
 def summarize(
