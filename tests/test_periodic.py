@@ -10,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import ndimage as sp
-from skimage.measure import regionprops_table
 
 import tilelabel
 from tests.cases import periodic_label
@@ -106,6 +105,8 @@ def test_axes_by_index_or_name():
 
 
 def test_statistics_and_size_filter_are_those_of_the_wrapped_labels():
+    from skimage.measure import regionprops_table
+
     img = random_volume((14, 13, 12), 0.25, 2, seed=3)
     want, n = periodic_label(img, structure(3, 6), (0, 2))
     df = tilelabel.regionprops(img, 6, wrap_axes=(0, 2), backend="cpu")

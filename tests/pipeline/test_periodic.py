@@ -13,7 +13,6 @@ import pytest
 import zarr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from skimage.measure import regionprops_table
 
 import tilelabel
 from tests.cases import diagonal, periodic_label
@@ -91,6 +90,8 @@ def test_plan_pairs_the_chunks_at_both_ends_once_per_contact():
 
 @pytest.mark.parametrize("wrap", [(0, 1, 2), (1,)])
 def test_zarr_run_on_a_cluster_with_statistics(tmp_path, client, wrap):
+    from skimage.measure import regionprops_table
+
     img = random_volume((24, 20, 18), 0.3, 2, seed=sum(wrap))
     src = write_zarr(tmp_path / "in.zarr", img, (4, 5, 6))
     dst = str(tmp_path / "out.zarr")
