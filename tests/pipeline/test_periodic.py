@@ -117,6 +117,18 @@ def test_zarr_run_on_a_cluster_with_statistics(tmp_path, client, wrap):
     np.testing.assert_array_equal(zarr.open_array(dst)[...], _ranked(want, big))
 
 
+def test_regionprops_of_a_dask_array_equal_in_memory():
+    img = random_volume((15, 14, 13), 0.3, 2, seed=9)
+    x = da.from_array(img, chunks=(4, 7, 5))
+    for wrap in ((0,), (1, 2)):
+        with dask.config.set(scheduler="sync"):
+            lazy = tilelabel.regionprops(x, 18, wrap_axes=wrap, backend="cpu")
+        whole = tilelabel.regionprops(img, 18, wrap_axes=wrap, backend="cpu")
+        assert list(lazy.columns) == list(whole.columns) and len(lazy) == len(whole)
+        for col in ("label", "num_pixels", "bbox-0", "bbox-4", "centroid-1"):
+            np.testing.assert_allclose(lazy[col], whole[col], rtol=1e-12, err_msg=col)
+
+
 def _ranked(labels, kept):
     """``labels`` with only ``kept`` left, numbered 1.. in their (raster) order."""
     kept = np.sort(kept)
