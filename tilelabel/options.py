@@ -223,8 +223,8 @@ class Options:
         "written; label anew where OUTPUT does not exist, and do nothing where it is complete",
         doc="The run labels and merges again (the output is unchanged by that) and writes the "
         "chunks that the killed run had not recorded as written. It must be given the same "
-        "input and the same connectivity and size filter; the processing chunks are the "
-        "killed run's.",
+        "input and the same connectivity, wrapped axes and size filter; the processing chunks "
+        "are the killed run's.",
         check=v.boolean,
         flags=[flag("--resume", action="store_true", default=None)],
     )
