@@ -9,6 +9,8 @@ teardown, compilation included), on the same input, in one run:
 - ``tilelabel-processes``: the same on a local cluster of worker processes, as a run whose
   volume does not fit one process gets (``--workers-per-gpu 16`` on a GPU, ``--workers
   CORES`` on the CPU backend);
+- ``tilelabel-wrap``: ``tilelabel label IN OUT --wrap z,y,x`` (periodic boundaries: other
+  labels, so its output is not compared with the others);
 - ``notebook``: one process that starts a cluster (``LocalCUDACluster()`` with a GPU, else
   ``LocalCluster()``), then calls ``label_zarr`` on it twice; its row gives the cluster start
   and both calls;
@@ -54,7 +56,7 @@ LABELED = (
     "cc3d",
     "scipy",
 )
-METHODS = (*LABELED, "copy")
+METHODS = (*LABELED, "tilelabel-wrap", "copy")
 
 # --- the scripts users would write; each runs as `python end_to_end.py --script NAME IN OUT` ---
 
@@ -149,12 +151,16 @@ def digest(url: str) -> str:
     return hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest()
 
 
-def command(method: str, src: str, dst: str, backend: str, cores: int) -> list[str]:
+def command(
+    method: str, src: str, dst: str, backend: str, cores: int, flags: tuple[str, ...] = ()
+) -> list[str]:
     py = [sys.executable]
     if method.startswith("tilelabel"):
-        cmd = [*py, "-m", "tilelabel.cli", "label", src, dst, "--overwrite", "-q"]
+        cmd = [*py, "-m", "tilelabel.cli", "label", src, dst, "--overwrite", "-q", *flags]
         if method == "tilelabel-processes":
             cmd += ["--workers-per-gpu", "16"] if backend == "cuda" else ["--workers", str(cores)]
+        if method == "tilelabel-wrap":
+            cmd += ["--wrap", "z,y,x"]
         return cmd
     if method == "notebook":
         return [*py, __file__, "--notebook", backend, src, dst]
@@ -162,7 +168,14 @@ def command(method: str, src: str, dst: str, backend: str, cores: int) -> list[s
 
 
 def run_one(
-    method: str, src: str, dst: str, backend: str, cores: int, caches: Path, label: str = ""
+    method: str,
+    src: str,
+    dst: str,
+    backend: str,
+    cores: int,
+    caches: Path,
+    label: str = "",
+    flags: tuple[str, ...] = (),
 ) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
@@ -173,7 +186,10 @@ def run_one(
     shutil.rmtree(dst, ignore_errors=True)
     t = time.perf_counter()
     proc = subprocess.run(
-        command(method, src, dst, backend, cores), env=env, capture_output=True, text=True
+        command(method, src, dst, backend, cores, flags),
+        env=env,
+        capture_output=True,
+        text=True,
     )
     row = {"method": method, "wall_s": time.perf_counter() - t, "rc": proc.returncode}
     if proc.returncode != 0:
@@ -197,8 +213,12 @@ def table(rows: list[dict]) -> str:
     scripts, and a mark where a labeled output differs from the others."""
     sizes = sorted({r["size"] for r in rows})
     present = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    refs = ("cupyx", "copy")
     head = "| size | " + " | ".join(present) + " | tilelabel / cupyx | tilelabel / copy |"
-    lines = [head, "|" + "---|" * (len(present) + 3)]
+    if "tilelabel-wrap" in present:
+        refs += ("wrap",)
+        head += " wrap / tilelabel |"
+    lines = [head, "|" + "---|" * (len(present) + 1 + len(refs))]
     for size in sizes:
         mine = [r for r in rows if r["size"] == size]
         digests = {r.get("digest") for r in mine if r.get("digest")}
@@ -218,8 +238,11 @@ def table(rows: list[dict]) -> str:
             cells.append(cell)
         ratio = [
             f"{med['tilelabel'] / med[ref]:.2f}×" if "tilelabel" in med and ref in med else "-"
-            for ref in ("cupyx", "copy")
+            for ref in refs[:2]
         ]
+        if "wrap" in refs:
+            both = "tilelabel" in med and "tilelabel-wrap" in med
+            ratio.append(f"{med['tilelabel-wrap'] / med['tilelabel']:.3f}×" if both else "-")
         mark = "" if len(digests) <= 1 else " **outputs differ**"
         lines.append(f"| {size}³{mark} | " + " | ".join(cells + ratio) + " |")
     return "\n".join(lines)
@@ -232,6 +255,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--density", type=float, default=0.2)
     p.add_argument("--chunks", type=int, default=128, help="storage chunk edge (128)")
     p.add_argument("--repeat", type=int, default=1, help="rounds of every method (1)")
+    p.add_argument(
+        "--label-chunks", metavar="Z,Y,X", help="processing chunks of the tilelabel methods"
+    )
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--work", help="folder for the volumes (default: a temporary one)")
     p.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "benchmarks" / "out")))
@@ -267,6 +293,7 @@ def main(argv: list[str] | None = None) -> None:
 
         machine["gpu"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     print(json.dumps(machine), flush=True)
+    flags = ("--chunks", args.label_chunks) if args.label_chunks else ()
     rows = []
     try:
         for size in args.sizes:
@@ -280,12 +307,11 @@ def main(argv: list[str] | None = None) -> None:
             if any(m.startswith("tilelabel") for m in methods):
                 # untimed: fills the default compile caches with what a run of this size uses
                 warm = str(work / "warm.zarr")
-                run_one("tilelabel", src, warm, backend, cores, work, "(warm-up)")
+                run_one("tilelabel", src, warm, backend, cores, work, "(warm-up)", flags)
             for _ in range(args.repeat):
                 for m in methods:
-                    row = run_one(
-                        m, src, str(work / f"out-{m}.zarr"), backend, cores, work / "caches"
-                    )
+                    dst = str(work / f"out-{m}.zarr")
+                    row = run_one(m, src, dst, backend, cores, work / "caches", flags=flags)
                     rows.append({"size": size, **row})
             for m in methods:
                 shutil.rmtree(work / f"out-{m}.zarr", ignore_errors=True)

@@ -94,8 +94,6 @@ def test_dask_like_dask_image(prob, shape, chunks, connectivity):
     # dask-image's labels are the same partition
     pairs = np.unique(np.stack([got.ravel(), theirs.ravel()]), axis=1)
     assert pairs.shape[1] == n + 1
-    with pytest.raises(NotImplementedError, match="wrap"):
-        tn.label(d, wrap_axes=(0,))
 
 
 @pytest.mark.gpu

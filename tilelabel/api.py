@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from tilelabel import connectivity as conn_mod
+from tilelabel import periodic
 from tilelabel.dtypes import check_values, label_dtype
 from tilelabel.kernels.backends import get_backend, resolve_backend
 from tilelabel.validate import check_input
@@ -32,6 +33,29 @@ def _prepare(
     if multilabel:
         check_values(x.dtype)
     return x, conn_mod.normalize(x.ndim, connectivity, structure)
+
+
+def _through(be, labels: Any, lut: np.ndarray) -> Any:
+    """``lut[labels]``, on the labels' device (CuPy labels stay there)."""
+    if _is_cupy(labels):
+        import cupy as cp
+
+        return cp.take(cp.asarray(lut), labels)
+    return be.apply_lut(labels, lut)
+
+
+def _in_memory(
+    be, x, conn: int, wrap: tuple[int, ...], algorithm, multilabel: bool = False
+) -> tuple[Any, int]:
+    """``(labels, n)`` of a numpy or CuPy array by the backend ``be``, joined across the
+    ``wrap``ped axes (:mod:`tilelabel.periodic`; with ``multilabel``, voxels of one value)."""
+    bound = conn_mod.max_components(tuple(x.shape), conn, multilabel)
+    labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel=multilabel)
+    struct = conn_mod.structure(x.ndim, conn)
+    table, n = periodic.lut(be, labels, n, wrap, struct, x if multilabel else None)
+    if table is not None:
+        labels = _through(be, labels, table)
+    return labels, n
 
 
 def _size_filter(
@@ -84,6 +108,7 @@ def label(
     max_size: int | None = None,
     largest_k: int | None = None,
     order: str = "raster",
+    wrap_axes: Any = None,
     multilabel: bool = False,
 ):
     """Label the connected components of ``x`` (nonzero is foreground; with ``multilabel``,
@@ -115,6 +140,11 @@ def label(
     order
         ``"raster"`` (scipy's numbering, by first voxel) or ``"size"`` (the largest is 1; for a
         dask array only with ``largest_k``).
+    wrap_axes
+        Periodic boundaries (dask-image's name): the axes, as indices or the names ``z``,
+        ``y``, ``x``, whose two end faces touch each other under the connectivity, edges and
+        corners of the box included where several wrap (cc3d's ``periodic_boundary`` wraps
+        them all). The numbering stays by first voxel.
     multilabel
         A component is a connected set of voxels of one value (``x`` of an integer or bool
         dtype), as ``cc3d.connected_components(x, connectivity=...)`` labels it.
@@ -128,6 +158,7 @@ def label(
         dask array for the count.
     """
     x, conn = _prepare(x, connectivity, structure, "label", multilabel)
+    wrap = periodic.axes(x.ndim, wrap_axes)
     opts = _size_filter(x, min_size, max_size, largest_k, order)
     if _is_dask(x):
         from tilelabel.pipeline.lazy import label_dask
@@ -142,6 +173,7 @@ def label(
             max_size=max_size,
             largest_k=largest_k,
             order=order,
+            wrap=wrap,
         )
     if _is_cupy(x):
         if backend not in ("auto", "cuda"):
@@ -153,21 +185,14 @@ def label(
     if x.dtype.kind == "f" and bool((x != x).any()):
         raise ValueError("input contains NaN; NaN is neither foreground nor background")
     be = get_backend(name)
-    bound = conn_mod.max_components(tuple(x.shape), conn, multilabel)
-    labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel=multilabel)
+    labels, n = _in_memory(be, x, conn, wrap, algorithm, multilabel)
     if opts is not None:
         count = be.label_stats(labels, n, (0,) * x.ndim)["count"][:, 0]
         from tilelabel.pipeline.stats import filter_lut
 
         lut = filter_lut(count, opts)
         n = int(lut.max(initial=0))
-        lut = lut.astype(label_dtype(n, dtype))
-        if _is_cupy(x):
-            import cupy as cp
-
-            labels = cp.take(cp.asarray(lut), labels)
-        else:
-            labels = be.apply_lut(labels, lut)
+        labels = _through(be, labels, lut.astype(label_dtype(n, dtype)))
     if not _is_cupy(x):  # numpy in, numpy out, whichever device labeled it
         labels = be.to_host(labels)
     out = label_dtype(n, dtype)
@@ -250,6 +275,7 @@ def regionprops(
     order: str = "raster",
     backend: str = "auto",
     algorithm: str | None = None,
+    wrap_axes: Any = None,
     multilabel: bool = False,
 ):
     """Statistics of the connected components of ``x``, one row per label, as a pandas DataFrame.
@@ -266,11 +292,15 @@ def regionprops(
     :func:`label`) also ``value``, each component's value in ``x``. A numpy or CuPy array is
     computed in one piece; a dask array chunk by chunk through the pipeline (sums are combined
     across chunk borders, never recomputed from the labels). For zarr volumes use
-    ``label_zarr(..., stats=...)``.
+    ``label_zarr(..., stats=...)``. ``wrap_axes``: periodic boundaries, as in :func:`label`; a
+    component's ``bbox-*`` and ``centroid-*`` are then those of its voxels in the volume's own
+    coordinates, so a component that crosses the wrapped faces has a box spanning both ends of
+    the axis (:data:`tilelabel.periodic.STATISTICS`).
     """
     from tilelabel.pipeline import stats as stats_mod
 
     x, conn = _prepare(x, connectivity, structure, "regionprops", multilabel)
+    wrap = periodic.axes(x.ndim, wrap_axes)
     if intensity is not None and tuple(intensity.shape) != tuple(x.shape):
         raise ValueError(f"intensity shape {tuple(intensity.shape)} differs from {tuple(x.shape)}")
     opts = _size_filter(
@@ -294,6 +324,7 @@ def regionprops(
             spacing=opts.spacing,
             largest_k=largest_k,
             order=order,
+            wrap=wrap,
         )
     name = "cuda" if _is_cupy(x) else resolve_backend(backend)
     if not _is_cupy(x):
@@ -301,8 +332,7 @@ def regionprops(
     if x.dtype.kind == "f" and bool((x != x).any()):
         raise ValueError("input contains NaN; NaN is neither foreground nor background")
     be = get_backend(name)
-    bound = conn_mod.max_components(tuple(x.shape), conn, multilabel)
-    labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel=multilabel)
+    labels, n = _in_memory(be, x, conn, wrap, algorithm, multilabel)
     stats, first = be.label_stats_first(labels, n, (0,) * x.ndim, intensity, moments=True)
     if multilabel:
         from tilelabel.pipeline.local import value_at

@@ -17,6 +17,7 @@ examples:
   tilelabel synth sample.zarr --shape 256,256,256 --density 0.2 --chunks 64,64,64
   tilelabel label sample.zarr labels.zarr
   tilelabel label in.zarr out.zarr --connectivity 6 --chunks 256,256,256 --workers 4
+  tilelabel label box.zarr out.zarr --wrap z,y,x                   # periodic boundaries
   tilelabel label in.zarr out.zarr --backend cuda --dtype uint64 --overwrite
   tilelabel label in.zarr out.zarr --scheduler tcp://10.0.0.5:8786
   tilelabel label image.ome.zarr --channel 1 --ome-labels nuclei   # into image.ome.zarr/labels

@@ -55,20 +55,30 @@ def _host(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-def labels_of(values: Any, s: np.ndarray, by_value: bool = False) -> tuple[Any, int]:
+def labels_of(
+    values: Any, s: np.ndarray, by_value: bool = False, wrap: tuple[int, ...] = ()
+) -> tuple[Any, int]:
     """``(labels, n)`` of an in-memory array (numpy or CuPy, on its device where the kernels
-    serve it), raster-numbered; labels in whatever dtype the path gives."""
+    serve it), raster-numbered, joined across the ``wrap``ped axes; labels in whatever dtype
+    the path gives."""
     from tilelabel.api import label as tl_label
 
     rank = standard_rank(s) if s.ndim in (2, 3) else None
     if rank is not None and not by_value and all(d > 0 for d in values.shape):
-        return tl_label(values, connectivity=rank)
+        return tl_label(values, connectivity=rank, wrap_axes=wrap)
     from tilelabel.kernels.cpu_nd import label_nd
 
     host = _host(values)
     if host.dtype.kind == "c":
         raise TypeError("Complex type not supported")
     labels, n = label_nd(host, s, by_value)
+    if wrap and labels.size:
+        from tilelabel import periodic
+        from tilelabel.kernels.backends import get_backend
+
+        table, n = periodic.lut(get_backend("cpu"), labels, n, wrap, s)
+        if table is not None:
+            labels = table[labels]
     if _is_cupy(values):
         import cupy as cp
 
@@ -99,25 +109,28 @@ def label(input: Any, structure: Any = None, output: Any = None, wrap_axes: Any 
         None (``int32`` labels), a dtype, or an array of ``input``'s shape written in place (then
         only the count is returned; it may be ``input`` itself). Not for dask arrays.
     wrap_axes
-        dask-image's periodic axes: not supported (None).
+        dask-image's periodic boundaries: the axes (indices) whose two end faces touch each
+        other under the structure; where several wrap, the box's edges and corners touch too
+        (cc3d's ``periodic_boundary``). None: none.
 
     Returns
     -------
     (labels, num_features), or num_features where ``output`` is an array. For a dask array, a
     lazy label array of ``int32`` and a lazy 0-d count, as ``dask_image.ndmeasure.label``.
     """
-    if wrap_axes is not None:
-        raise NotImplementedError("tilelabel.ndimage.label does not wrap axes (wrap_axes=None)")
+    from tilelabel.periodic import axes
+
     if _is_dask(input):
-        return _label_dask(input, structure, output)
+        return _label_dask(input, structure, output, axes(input.ndim, wrap_axes))
     x = input if _is_cupy(input) else np.asarray(input)
     if x.dtype.kind == "c":
         raise TypeError("Complex type not supported")
     s = structure_of(x.ndim, structure)
+    wrap = axes(x.ndim, wrap_axes)
     into = output if isinstance(output, np.ndarray) or _is_cupy(output) else None
     if into is not None and tuple(into.shape) != tuple(x.shape):
         raise ValueError("output shape not correct")
-    labels, n = labels_of(x != 0 if x.dtype != np.bool_ else x, s)
+    labels, n = labels_of(x != 0 if x.dtype != np.bool_ else x, s, wrap=wrap)
     if into is not None:
         if into.dtype.kind in "iu" and n > np.iinfo(into.dtype).max:
             raise RuntimeError("insufficient bit-depth in requested output type")
@@ -127,9 +140,10 @@ def label(input: Any, structure: Any = None, output: Any = None, wrap_axes: Any 
     return (labels if labels.dtype == dtype else labels.astype(dtype)), n
 
 
-def _label_dask(x, structure, output):
+def _label_dask(x, structure, output, wrap: tuple[int, ...] = ()):
     """dask-image's ``label``: lazy labels (``int32``) and a lazy count; chunked through the
-    pipeline where the kernels serve the rank and structure, else labeled whole."""
+    pipeline where the kernels serve the rank and structure, else labeled whole (joined across
+    the ``wrap``ped axes either way)."""
     import dask.array as da
 
     if output is not None:
@@ -139,12 +153,12 @@ def _label_dask(x, structure, output):
     if rank is not None and all(d > 0 for d in x.shape):
         from tilelabel.api import label as tl_label
 
-        labels, n = tl_label(x, connectivity=rank, dtype="uint32")
+        labels, n = tl_label(x, connectivity=rank, dtype="uint32", wrap_axes=wrap)
         return labels.astype(LABEL_DTYPE), n.astype(np.int64)
     # other ranks and structures: the general labeler over the whole array, in one task
     import dask
 
     whole = x.rechunk(x.shape) if x.size else x
-    done = dask.delayed(lambda a: label(a, s), pure=True)(whole)
+    done = dask.delayed(lambda a: label(a, s, wrap_axes=wrap), pure=True)(whole)
     labels = da.from_delayed(done[0], x.shape, LABEL_DTYPE)
     return labels.rechunk(x.chunks), da.from_delayed(done[1], (), np.int64)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilelabel import periodic
 from tilelabel import validate as v
 from tilelabel.cluster.kinds import ClusterSpecError, check_cluster
 from tilelabel.resources.turns import DEFAULT_TURNS, MIN_OUTPUT_TILES
@@ -169,6 +170,16 @@ class Options:
         check=v.boolean,
         flags=[flag("--multilabel", action="store_true", default=None)],
     )
+    wrap_axes: tuple[int | str, ...] | None = option(
+        None,
+        "periodic boundaries: the axes whose two end faces touch each other, as names or "
+        "indices (e.g. z,y,x or 0,2)",
+        doc="As in :func:`tilelabel.label` (dask-image's ``wrap_axes``); where several wrap, "
+        "the box's edges and corners touch too. The numbering stays by first voxel. "
+        + periodic.STATISTICS,
+        check=periodic.spelled,
+        flags=[flag("--wrap", type=parsed(periodic.spelled), metavar="AXES")],
+    )
     chunks: tuple[int, ...] | None = option(
         None,
         "processing chunk Z,Y,X: whole multiples of the storage chunks",
@@ -221,8 +232,8 @@ class Options:
         "written; label anew where OUTPUT does not exist, and do nothing where it is complete",
         doc="The run labels and merges again (the output is unchanged by that) and writes the "
         "chunks that the killed run had not recorded as written. It must be given the same "
-        "input and the same connectivity and size filter; the processing chunks are the "
-        "killed run's.",
+        "input and the same connectivity, wrapped axes and size filter; the processing chunks "
+        "are the killed run's.",
         check=v.boolean,
         flags=[flag("--resume", action="store_true", default=None)],
     )

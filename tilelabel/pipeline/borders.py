@@ -4,7 +4,9 @@ their border labels meet there.
 For each chunk and each of its 3^ndim-1 neighbours in a forward direction (13 in 3D, 4 in 2D),
 the facing boundary planes give pairs (chunk a, label i) = (chunk b, label j) wherever two
 foreground voxels are connected under the structure; edges and corners count. With multi-label
-input (:attr:`Borders.values`), only voxels of the same value pair.
+input (:attr:`Borders.values`), only voxels of the same value pair. On a wrapped axis the
+neighbour may lie at the grid's other end (:meth:`~.plan.ChunkPlan.neighbour`): the pairs
+across the wrap are found the same way.
 :mod:`tilelabel.pipeline.tree` joins the pairs into components.
 """
 
@@ -133,18 +135,23 @@ def chunk_pairs(
     mine: Borders,
     ordinal: int,
     neighbours: Sequence[tuple[tuple[int, ...], Any, int]],
-    connectivity: int,
+    connectivity: int | np.ndarray,
 ) -> np.ndarray:
     """Equivalent border labels between chunk ``ordinal`` and its forward neighbours, shape
     (k, 2), as ``ordinal << POSITION_BITS | position`` (see :mod:`tilelabel.pipeline.tree`).
 
     ``neighbours``: per forward neighbour, its ``step``, its :func:`contact` towards this chunk
-    (``high=False``) and its ordinal. Each step reaches another chunk, so pairs are unique.
+    (``high=False``) and its ordinal. ``connectivity``: a neighbour count, or any
+    centrosymmetric structure (3 along each axis). A pair may repeat only where two steps
+    reach the same chunk (a wrapped axis of one or two chunks).
     """
     if not neighbours:
         return _EMPTY_PAIRS
     ndim = len(neighbours[0][0])
-    struct = structure(ndim, connectivity)
+    if isinstance(connectivity, np.ndarray):
+        struct = connectivity.astype(bool, copy=False)
+    else:
+        struct = structure(ndim, connectivity)
     out = []
     for step, theirs, other in neighbours:
         a, va = _split(contact(mine, step, high=True))

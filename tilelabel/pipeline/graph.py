@@ -132,7 +132,7 @@ def build(
     }
     _label_stage(t, plan, source, labeler, stats, intensity, slots)  # step 2
     _pair_stage(t, plan, labeler.connectivity)  # step 3
-    merge_tree = tree.Tree(plan.grid)
+    merge_tree = tree.Tree(plan.grid, plan.wrap)
     _resolve_stage(t, merge_tree, plan)  # step 4
     drop, reorder = _stats_stage(t, merge_tree, plan, stats) if stats is not None else ({}, None)
     count_name, offsets = _prefix_stage(t, plan, drop)  # step 5
@@ -250,7 +250,7 @@ def _resolve_stage(t: Tasks, merge_tree: tree.Tree, plan: ChunkPlan) -> None:
 
     def up(lev, node, kids):
         lo, hi = merge_tree.box(lev, node)
-        return task(tree.up, kids, lo=lo, hi=hi, grid=merge_tree.grid)
+        return task(tree.up, kids, lo=lo, hi=hi, grid=merge_tree.grid, wrap=merge_tree.wrap)
 
     leaves = {idx: t.key("leaf", idx) for idx in plan.indices()}
     _up_the_tree(t, merge_tree, "up", leaves, up)

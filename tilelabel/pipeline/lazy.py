@@ -27,8 +27,8 @@ def _source(x: da.Array, token: str) -> graph_mod.Source:
     return graph_mod.Source(lambda idx: (x.name, *idx), [x], token=token)
 
 
-def _plan(x: da.Array) -> ChunkPlan:
-    return ChunkPlan(tuple(x.shape), tuple(tuple(c) for c in x.chunks))
+def _plan(x: da.Array, wrap: tuple[int, ...]) -> ChunkPlan:
+    return ChunkPlan(tuple(x.shape), tuple(tuple(c) for c in x.chunks), wrap)
 
 
 def label_dask(
@@ -40,14 +40,16 @@ def label_dask(
     max_size: int | None = None,
     largest_k: int | None = None,
     order: str = "raster",
+    wrap: tuple[int, ...] = (),
 ) -> tuple[da.Array, da.Array]:
-    plan = _plan(x)
+    plan = _plan(x, wrap)
     opts = stats_mod.options(
         min_size=min_size, max_size=max_size, largest_k=largest_k, order=order, chunked=True
     )
-    # a filtered graph must not share key names with the unfiltered one of the same array
+    # a filtered or wrapped graph must not share key names with the plain one of the same array
     token = x.name if opts is None else f"{x.name}-{min_size}-{max_size}-{largest_k}-{order}"
     token += "-multilabel" if labeler.multilabel else ""
+    token += f"-wrap{''.join(map(str, wrap))}" if wrap else ""
     graph = graph_mod.build(source=_source(x, token), plan=plan, labeler=labeler, stats=opts)
     # the dtype of a lazy array is fixed before the count is known: choose it from the largest
     # count this shape can have; a forced uint32 is checked against the real count when computed
@@ -83,11 +85,12 @@ def regionprops_dask(
     spacing: tuple[float, ...] | None = None,
     largest_k: int | None = None,
     order: str = "raster",
+    wrap: tuple[int, ...] = (),
 ):
     """The statistics table of the labeling of ``x`` (computed now, a pandas DataFrame)."""
     import dask
 
-    plan = _plan(x)
+    plan = _plan(x, wrap)
     opts = stats_mod.options(
         True, min_size, max_size, intensity is not None, spacing, x.ndim, largest_k, order, True
     )
@@ -98,7 +101,7 @@ def regionprops_dask(
         intensity = intensity.rechunk(x.chunks)
         isource = _source(intensity, intensity.name)
     token = f"{x.name}-stats-{isource and isource.token}-{min_size}-{max_size}-{opts.spacing}"
-    token += f"-{largest_k}-{order}" + ("-multilabel" if labeler.multilabel else "")
+    token += f"-{largest_k}-{order}-{wrap}" + ("-multilabel" if labeler.multilabel else "")
     graph = graph_mod.build(
         source=_source(x, token), plan=plan, labeler=labeler, stats=opts, intensity=isource
     )

@@ -184,6 +184,16 @@ def _borders(
 ) -> Borders:
     """The chunk's labels on its open faces, the labels there and their keys; with the
     multi-label ``values`` (the image the kernel labeled), the value of each label there."""
+    faces, ids = open_faces(be, labels, chunk)
+    border_values = None if values is None else value_at(be, values, first[ids - 1])
+    return Borders(faces, ids, to_global_keys(first[ids - 1], chunk), border_values)
+
+
+def open_faces(
+    be: Backend, labels: Any, chunk: Chunk
+) -> tuple[list[np.ndarray | None], np.ndarray]:
+    """The chunk's labels on its open faces (host arrays, None for a closed face; see
+    :attr:`Borders.faces`) and the sorted labels found there."""
     ndim = len(chunk.shape)
     faces: list[np.ndarray | None] = []
     for axis in range(ndim):
@@ -198,9 +208,7 @@ def _borders(
                 faces.append(None)
     present = [f.reshape(-1) for f in faces if f is not None]
     ids = np.unique(np.concatenate(present)) if present else np.empty(0, np.uint64)
-    ids = ids[ids != 0].astype(np.int64)
-    border_values = None if values is None else value_at(be, values, first[ids - 1])
-    return Borders(faces, ids, to_global_keys(first[ids - 1], chunk), border_values)
+    return faces, ids[ids != 0].astype(np.int64)
 
 
 def value_at(be: Backend, values: Any, flat: np.ndarray) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 Processing chunks are whole multiples of the storage chunks, so every processing chunk reads and
 writes whole storage chunks and no two tasks ever write the same storage chunk. Each chunk has
-an index in the chunk grid and a global offset (:class:`Chunk`).
+an index in the chunk grid and a global offset (:class:`Chunk`). On a wrapped axis (periodic
+boundaries, :mod:`tilelabel.periodic`) the chunks at its two ends are neighbours.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class ChunkPlan:
 
     shape: tuple[int, ...]
     chunks: tuple[tuple[int, ...], ...]
+    #: the wrapped axes: the volume's faces on them touch each other (periodic boundaries)
+    wrap: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for axis, (s, c) in enumerate(zip(self.shape, self.chunks, strict=True)):
@@ -87,12 +90,20 @@ class ChunkPlan:
 
     def chunk(self, index: Sequence[int]) -> Chunk:
         index = tuple(index)
-        open_faces = tuple((i > 0, i < g - 1) for i, g in zip(index, self.grid, strict=True))
+        open_faces = tuple(
+            (True, True) if a in self.wrap else (i > 0, i < g - 1)
+            for a, (i, g) in enumerate(zip(index, self.grid, strict=True))
+        )
         return Chunk(index, self.offset(index), self.block_shape(index), self.shape, open_faces)
 
     def neighbour(self, index: Sequence[int], step: Sequence[int]) -> tuple[int, ...] | None:
-        """The chunk at ``index + step``, or None outside the grid."""
-        nb = tuple(i + s for i, s in zip(index, step, strict=True))
+        """The chunk at ``index + step`` (modulo the grid on a wrapped axis), or None outside
+        the grid. On a wrapped axis of one or two chunks, a chunk may be its own neighbour, or
+        the same one at two steps: each step is another contact (face, edge or corner)."""
+        nb = tuple(
+            (i + s) % g if a in self.wrap else i + s
+            for a, (i, s, g) in enumerate(zip(index, step, self.grid, strict=True))
+        )
         if all(0 <= v < g for v, g in zip(nb, self.grid, strict=True)):
             return nb
         return None

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tilelabel import connectivity as conn_mod
+from tilelabel import periodic
 from tilelabel.cluster import heap
 from tilelabel.dtypes import check_values
 from tilelabel.kernels.backends import resolve_backend
@@ -86,6 +87,8 @@ class Run:
     started: float = field(default_factory=time.perf_counter)
     #: wall seconds of each phase so far (see :class:`Result`)
     phases: dict[str, float] = field(default_factory=dict)
+    #: the wrapped axes (periodic boundaries, :mod:`tilelabel.periodic`)
+    wrap: tuple[int, ...] = ()
 
     def lap(self, phase: str) -> None:
         """Record ``phase`` as ending now, having begun when the last one ended."""
@@ -156,6 +159,7 @@ def open_run(
     connectivity = conn_mod.normalize(len(volume.shape), o.connectivity, structure)
     if o.multilabel:
         check_values(volume.array.dtype)
+    wrap = periodic.axes(len(volume.shape), o.wrap_axes)
     backend = resolve_backend(o.backend)
     resources = for_backend(backend)
     remote = o.cluster is not None and o.cluster["kind"] not in ("local", "local-cuda")
@@ -183,6 +187,7 @@ def open_run(
         intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
     labeler = Labeler(backend, connectivity, o.algorithm, multilabel=o.multilabel)
     run = Run(o, volume, output, labeler, resources, None, stats, intensity, progress, started)
+    run.wrap = wrap
     if output.mode in ("resume", "done"):
         run.options = resumed(run)
     # a bad chunk size is refused here, before a cluster starts
@@ -235,7 +240,7 @@ def build_graph(run: Run, fit: Fit) -> graph_mod.MergeGraph:
         intensity = graph_mod.Source(lambda idx, values=run.intensity: values)
     return graph_mod.build(
         source=graph_mod.Source(lambda idx: reader),
-        plan=fit.plan,
+        plan=dataclasses.replace(fit.plan, wrap=run.wrap),
         labeler=run.labeler,
         stats=run.stats,
         intensity=intensity,

@@ -14,6 +14,10 @@ lies wholly inside it. So going down, a node hands each child the roots of the c
 components (:func:`down`, :func:`share`), and later the final label or merged statistics of
 each (:func:`gather` up, :func:`scatter` down), again in O(its children's borders).
 
+On a wrapped axis (periodic boundaries) the grid's end faces touch each other: a node's faces
+there have chunks beyond them (the other end) until the node spans the whole axis, so its
+labels there stay open and the pairs across the wrap stay pending until that level.
+
 Labels are named across the tree as ``chunk ordinal << POSITION_BITS | position``, the position
 being the label's index in its chunk's sorted border ids (:func:`borders.chunk_pairs`); the name
 tells a node which chunk, and so which child and face, a label belongs to (:func:`leaf`).
@@ -40,6 +44,8 @@ class Tree:
     of level L covers up to 2^L chunks along each axis, and level ``depth`` is one node."""
 
     grid: tuple[int, ...]
+    #: the wrapped axes (:class:`tilelabel.pipeline.plan.ChunkPlan`'s ``wrap``)
+    wrap: tuple[int, ...] = ()
 
     @property
     def depth(self) -> int:
@@ -157,13 +163,16 @@ def _inside(names: np.ndarray, lo: tuple[int, ...], hi: tuple[int, ...], grid) -
     return out
 
 
-def _on_outer_faces(names: np.ndarray, faces: np.ndarray, lo, hi, grid) -> np.ndarray:
+def _on_outer_faces(names: np.ndarray, faces: np.ndarray, lo, hi, grid, wrap=()) -> np.ndarray:
     """Which of the labels ``names`` (touching their chunks' ``faces``) touch a face of the box
-    ``lo``..``hi`` that has chunks beyond it: only those can be named by a pair that leaves the
-    box."""
+    ``lo``..``hi`` that has chunks beyond it (on a ``wrap``ped axis, the other end's unless the
+    box spans the axis): only those can be named by a pair that leaves the box."""
     out = np.zeros(names.shape, bool)
     for axis, c in enumerate(_chunks(names, grid)):
         ends = ((0, lo[axis], lo[axis] > 0), (1, hi[axis] - 1, hi[axis] < grid[axis]))
+        if axis in wrap:
+            spans = lo[axis] == 0 and hi[axis] == grid[axis]
+            ends = ((0, lo[axis], not spans), (1, hi[axis] - 1, not spans))
         for side, edge, beyond in ends:
             if beyond:
                 out |= (c == edge) & ((faces >> (2 * axis + side)) & 1).astype(bool)
@@ -221,8 +230,10 @@ def up(
     lo: tuple[int, ...],
     hi: tuple[int, ...],
     grid: tuple[int, ...],
+    wrap: tuple[int, ...] = (),
 ) -> tuple[Rows, Part]:
-    """Join the children's components (``parts``) inside the box ``lo``..``hi`` of chunks.
+    """Join the children's components (``parts``) inside the box ``lo``..``hi`` of chunks
+    (of a grid whose ``wrap``ped axes' ends touch).
 
     Returns the node's joins, for :func:`down`: ``Rows`` of every child component that reaches
     here (keyed by the child's rep) with its rep here (``"root"``) and the child it came from;
@@ -249,7 +260,7 @@ def up(
             raise RuntimeError("merge tree: a border pair names a label no child passed up")
         # the least rep of each component (reps are sorted): its first voxel within this box
         joined = uniq[least_linked(uniq.size, inverse[ends])]
-    keep = _on_outer_faces(names, faces, lo, hi, grid)
+    keep = _on_outer_faces(names, faces, lo, hi, grid, wrap)
     outer = Part(names[keep], joined[inverse[keep]], faces[keep], pending)
     return Rows(uniq, {"root": joined}, child[first]), outer
 

@@ -53,6 +53,8 @@ def attributes(run: Run, count: int | None, plan: ChunkPlan | None = None) -> di
         meta["multilabel"] = True
     if run.volume.lead:
         meta["selection"] = list(run.volume.lead)
+    if run.wrap:
+        meta["wrap_axes"] = list(run.wrap)
     if plan is not None:  # the processing chunks, which a resumed run takes again
         meta["chunks"] = [int(c[0]) for c in plan.chunks]
     if run.stats is not None and run.stats.filtering:

@@ -35,7 +35,15 @@ from tilelabel.storage.volumes import Volume
 log = logging.getLogger("tilelabel")
 
 #: what a resumed run must share with the run it finishes (the attributes that record them)
-RESUME_KEYS = ("source", "selection", "connectivity", "multilabel", "min_size", "max_size")
+RESUME_KEYS = (
+    "source",
+    "selection",
+    "connectivity",
+    "multilabel",
+    "wrap_axes",
+    "min_size",
+    "max_size",
+)
 
 
 @dataclass(frozen=True)
