@@ -96,6 +96,31 @@ def test_dask_like_dask_image(prob, shape, chunks, connectivity):
     assert pairs.shape[1] == n + 1
 
 
+@pytest.mark.parametrize(
+    "shape, chunks, connectivity, wrap",
+    [
+        ((15, 16), (4, 5), 1, (0,)),
+        ((15, 16), (8, 5), 2, (0, 1)),
+        ((10, 8, 6), (5, 4, 3), 1, (1,)),
+        ((10, 8, 6), (5, 4, 3), 3, (0, 2)),
+    ],
+)
+def test_wrap_axes_like_dask_image(shape, chunks, connectivity, wrap):
+    """dask-image's ``wrap_axes``: the same components and count (dask-image's numbering is
+    only an equivalent one)."""
+    di = pytest.importorskip("dask_image.ndmeasure")
+    x = np.random.default_rng(7).random(shape) < 0.4
+    d = da.from_array(x, chunks=chunks)
+    s = sp.generate_binary_structure(x.ndim, connectivity)
+    with dask.config.set(scheduler="sync"):
+        got, m = dask.compute(*tn.label(d, s, wrap_axes=wrap))
+        theirs, k = dask.compute(*di.label(d, s, wrap_axes=wrap))
+    assert int(m) == int(k)
+    pairs = np.unique(np.stack([got.ravel(), theirs.ravel()]), axis=1)
+    assert pairs.shape[1] == int(m) + 1
+    np.testing.assert_array_equal(tn.label(x, s, wrap_axes=wrap)[0], got)
+
+
 @pytest.mark.gpu
 def test_cupy_in_cupy_out():
     from tilelabel.kernels.backends import cuda_available
