@@ -115,6 +115,25 @@ def test_label_zarr_on_a_cluster(tmp_path, client, conn, chunks):
         )
 
 
+def test_uint64_ids_past_int64_reach_the_parquet_table(tmp_path, client):
+    """The table's ``value`` keeps the source's dtype: ids of 2^63 and more are written as
+    they are, not cast to int64."""
+    import pandas as pd
+
+    img = np.zeros((8, 8), np.uint64)
+    img[:3, :3] = 2**64 - 1
+    img[5:, 5:] = 2**63 + 5
+    img[0, 7] = 7
+    src = write_zarr(tmp_path / "in.zarr", img, (4, 4))
+    path = tmp_path / "stats.parquet"
+    tilelabel.label_zarr(
+        src, str(tmp_path / "out.zarr"), multilabel=True, stats=str(path), client=client
+    )
+    table = pd.read_parquet(path)
+    assert table["value"].dtype == np.uint64
+    assert list(table["value"]) == [2**64 - 1, 7, 2**63 + 5]
+
+
 def test_float_input_refused_before_output(tmp_path, client):
     src = write_zarr(tmp_path / "in.zarr", np.ones((8, 8), np.float32), (4, 4))
     with pytest.raises(ValueError, match="integer or bool"):

@@ -416,9 +416,14 @@ class ParquetSink:
     def write(self, cols: dict[str, np.ndarray]) -> None:
         import pyarrow as pa
 
-        if self._writer is None:
-            self._open()
         n = len(cols["label"])
+        if not n:  # nothing to write; close() makes a table of no rows
+            return
+        if self._writer is None:
+            if "value" in cols:  # the source's own dtype: uint64 ids do not all fit int64
+                field = pa.field("value", pa.from_numpy_dtype(cols["value"].dtype))
+                self.schema = self.schema.set(self.schema.get_field_index("value"), field)
+            self._open()
         for a in range(0, n, ROW_GROUP):
             batch = pa.table(
                 {c: pa.array(v[a : a + ROW_GROUP]) for c, v in cols.items()}, schema=self.schema
