@@ -140,7 +140,7 @@ def _ml_into(ndim: int, connectivity: int):
         nz, ny, nx = dims
         forest = np.empty(L.size, L.dtype)
         ends = np.empty(L.size, np.uint32)
-        values = np.empty(L.size, img.dtype)
+        values = np.empty(L.size + 1, img.dtype)  # one more: the scan reads past the last run
         first = np.empty(nz * ny, np.uint64)
         changes = np.zeros(-(-nx // 8) * 8, np.uint8)
         runs = _ml.ml_scan(img, forest, ends, values, first, *dims, dirs, changes)

@@ -66,19 +66,41 @@ def _pair(P, V, c, q):
             P[rq] = rc
 
 
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _adopt(P, V, c, q):
+    """``_pair`` for the first neighbour row walked, where most runs of this row are still
+    their own roots: such a run takes ``q``'s parent (an earlier run) without a branch."""
+    v = V[c]
+    pc = np.uint64(P[c])
+    pq = np.uint64(P[q])
+    differ = np.uint64(v ^ V[q]) | np.uint64(v == 0)
+    fresh = np.uint64(pc == c) & np.uint64(differ == 0)
+    P[c] = pq if fresh else pc
+    if (differ | fresh | np.uint64(pc == pq)) == 0:
+        rc = _find(P, c)
+        rq = _find(P, q)
+        if rq < rc:
+            P[rc] = rq
+        elif rc < rq:
+            P[rq] = rc
+
+
 @numba.njit(cache=True, nogil=True)
 def ml_scan(img, P, E, V, first, nz, ny, nx, dirs, d):
     """Find every row's runs (run ``c`` ends before voxel ``E[c]`` of its row and has value
     ``V[c]``; ``first[r]``: row r's first run) and unite each nonzero run in the forest ``P``
     with the runs of its value that it touches in the earlier neighbour rows ``dirs``
     ((dz, dy, wide) rows, as in ``cpu_runs``). ``d``: a zeroed uint8 buffer of ``nx`` rounded
-    up to 8. Returns the number of runs.
+    up to 8; ``V`` has one slot more than there can be runs (read past the last run, unused).
+    Returns the number of runs.
 
     A row's value changes are marked in ``d`` by a vectorized compare and read 8 voxels at a
     time (a little-endian word's byte i is voxel i). Each neighbour row is walked once beside
     this one, as two sorted lists are merged: from a pair of touching runs, the one that ends
     first steps on (both when they end together; when ``wide``, each of those two also touches
-    the other's next run). No per-run search, and no branch on which run steps.
+    the other's next run). No per-run search, and no branch on which run steps, nor on values
+    (the diagonal pairs are tested only where a value matches); in the first row walked, a run
+    that is still its own root takes its neighbour's parent without a branch.
     """
     k = dirs.shape[0]
     d64 = d.view(np.uint64)
@@ -105,6 +127,7 @@ def ml_scan(img, P, E, V, first, nz, ny, nx, dirs, d):
                 s = np.uint64(E[c])
             for c in range(a, j):
                 P[c] = c
+            adopt = True  # the first neighbour row inside the image
             for i in range(k):
                 zz = z + dirs[i, 0]
                 yy = y + dirs[i, 1]
@@ -117,16 +140,26 @@ def ml_scan(img, P, E, V, first, nz, ny, nx, dirs, d):
                 while True:
                     ec = np.uint64(E[u])
                     eq = np.uint64(E[q])
-                    _pair(P, V, u, q)
-                    if wide and ec == eq:
-                        if u + _ONE < j:
-                            _pair(P, V, u + _ONE, q)
-                        if q + _ONE < qend:
-                            _pair(P, V, u, q + _ONE)
+                    if adopt:
+                        _adopt(P, V, u, q)
+                    else:
+                        _pair(P, V, u, q)
+                    vu = V[u]
+                    vq = V[q]
+                    vu1 = V[u + _ONE]
+                    vq1 = V[q + _ONE]
+                    # both end here (not at the row's end): the diagonal pairs, if alike
+                    diag = np.uint64(wide & (ec == eq) & (u + _ONE < j)) & (
+                        np.uint64(vu1 == vq) | np.uint64(vu == vq1)
+                    )
+                    if diag:
+                        _pair(P, V, u + _ONE, q)
+                        _pair(P, V, u, q + _ONE)
                     u += np.uint64(ec <= eq)
                     q += np.uint64(eq <= ec)
                     if u == j or q == qend:
                         break
+                adopt = False
     return j
 
 
