@@ -136,10 +136,17 @@ def _ml_into(ndim: int, connectivity: int):
     dirs = _runs.DIRECTIONS[(ndim, connectivity)]
 
     def label_into(img, L, dims):
-        # the run forest: at most one run per voxel, pages touched only as runs are made
-        forest = np.empty(L.size + 1, L.dtype)
-        runs = _ml.ml_scan(img, L, forest, *dims, dirs)
-        return _ml.ml_finish(L, forest, runs)
+        # the runs: at most one per voxel, pages touched only as runs are made
+        nz, ny, nx = dims
+        forest = np.empty(L.size, L.dtype)
+        ends = np.empty(L.size, np.uint32)
+        values = np.empty(L.size + 1, img.dtype)  # one more: the scan reads past the last run
+        first = np.empty(nz * ny, np.uint64)
+        changes = np.zeros(-(-nx // 8) * 8, np.uint8)
+        runs = _ml.ml_scan(img, forest, ends, values, first, *dims, dirs, changes)
+        n = _ml.ml_number(forest, values, runs)
+        _ml.ml_fill(img, L, forest, nz * ny, nx)
+        return n
 
     return label_into
 
