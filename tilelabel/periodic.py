@@ -109,7 +109,7 @@ def lut(be, labels: Any, n: int, wrap: tuple[int, ...], struct: np.ndarray, valu
     faces, ids = open_faces(be, labels, plan.chunk(origin))
     own = None
     if values is not None:  # multi-label: the value of each label, from its face voxels
-        own = np.zeros(ids.size, np.asarray(be.to_host(values.reshape(-1)[:1])).dtype)
+        own = np.zeros(ids.size, values.dtype)
         for face, vface in zip(faces, open_faces(be, values, plan.chunk(origin))[0], strict=True):
             if face is not None:
                 fg = face != 0
