@@ -20,8 +20,9 @@ cc3d's and the median reported (wall clock, output allocation included):
 
 ``--pipeline`` also writes the volume to a zarr array (128^3 chunks) and times whole
 ``label_zarr`` runs on it (this process, the GPU where there is one) in binary mode (nonzero is
-foreground) and multi-label mode: the second of two runs each. Writes ``multilabel.json`` to
-``--out`` (default: $OUT or benchmarks/out) and prints a Markdown table.
+foreground) and multi-label mode, with each run's phases; and the same on a random 0/1 volume
+(density 0.2), where both modes give the same labels: the second of two runs each. Writes
+``multilabel.json`` to ``--out`` (default: $OUT or benchmarks/out) and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -146,34 +147,41 @@ def kernels(vol: np.ndarray, dvol, conn: int, repeat: int, cpu: bool = True) -> 
 
 
 def pipeline(vol: np.ndarray, backend: str, conn: int, repeat: int) -> list[dict]:
-    """Whole label_zarr runs in binary and multi-label mode on the same zarr input."""
+    """Whole label_zarr runs in binary and multi-label mode on the same zarr inputs: the label
+    field (binary mode sees its foreground), and a random 0/1 volume of density 0.2, on which
+    both modes give the same labels (the cost of the mode alone)."""
     import zarr
 
     import tilelabel
 
+    rng = np.random.default_rng(1)
+    inputs = {"voronoi": vol, "random": (rng.random(vol.shape, np.float32) < 0.2).view(np.uint8)}
     rows = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
-        src = str(Path(tmp) / "in.zarr")
-        arr = zarr.create_array(src, shape=vol.shape, chunks=(128,) * 3, dtype=vol.dtype)
-        arr[...] = vol
-        for mode in (False, True):
+        for name, image in inputs.items():
+            src = str(Path(tmp) / f"{name}.zarr")
+            arr = zarr.create_array(src, shape=image.shape, chunks=(128,) * 3, dtype=image.dtype)
+            arr[...] = image
+            for mode in (False, True):
 
-            def run(mode=mode):
-                return tilelabel.label_zarr(
-                    src,
-                    str(Path(tmp) / "out.zarr"),
-                    connectivity=conn,
-                    backend=backend,
-                    multilabel=mode,
-                    overwrite=True,
-                )
+                def run(mode=mode, src=src):
+                    return tilelabel.label_zarr(
+                        src,
+                        str(Path(tmp) / "out.zarr"),
+                        connectivity=conn,
+                        backend=backend,
+                        multilabel=mode,
+                        overwrite=True,
+                        return_result=True,
+                    )
 
-            run()  # the first run of a process loads and compiles, outside the timing
-            med, times, n = timed(run, repeat)
-            name = "multilabel" if mode else "binary"
-            rows.append(dict(conn=conn, method=f"label_zarr_{backend}_{name}", n=int(n), s=med))
-            rows[-1]["all_s"] = times
-            print(f"  {conn:>2} label_zarr {backend} {name:<10} {med:8.3f} s  n={n}", flush=True)
+                run()  # the first run of a process loads and compiles, outside the timing
+                med, times, res = timed(run, repeat)
+                method = f"label_zarr_{backend}_{name}_{'multilabel' if mode else 'binary'}"
+                phases = {k: round(v, 3) for k, v in res.phases.items()}
+                n = int(res.components)
+                rows.append(dict(conn=conn, method=method, n=n, s=med, all_s=times, phases=phases))
+                print(f"  {conn:>2} {method:<40} {med:8.3f} s  n={n} {phases}", flush=True)
     return rows
 
 
