@@ -163,9 +163,15 @@ class CUDAEncoder:
 
     @_on_thread_stream
     def warm(self, codec: str) -> None:
+        """Load nvCOMP and compile the writing pass's kernels (the lookup, the tile transposes,
+        the nonzero flags) on a tiny block, so that a first run's writes do not wait for them."""
+        import cupy as cp
+
         from tilelabel.kernels import gpu_codec
 
         if self.available(codec):
+            labels = cp.ones((4, 4, 4), np.uint32)
+            gpu_codec.zstd_tiles(_lut_take(labels, np.arange(2, dtype=np.uint32)), (2, 2, 2))
             gpu_codec.warm()
 
     @_on_thread_stream

@@ -25,7 +25,10 @@ OPTIONS = ("-std=c++17",)
 CTYPE = {np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long"}
 
 _INCLUDE = re.compile(r'^#include "([^"]+)"[^\n]*\n', re.MULTILINE)
-_LOCK = threading.Lock()
+#: one lock per (family, names): threads wanting the same kernels wait for one compilation,
+#: while other kernels (another pass's, a warm-up's) compile beside it
+_LOCKS: dict[tuple, threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
 
 
 @functools.cache
@@ -51,11 +54,13 @@ def kernels(family: str, names: tuple[str, ...]) -> dict[str, Any]:
     family on the current device, as CuPy kernels by name expression.
 
     Compiled on first use, then kept for the process per device and per set of names: a labeling
-    compiles only what it launches. One lock: the threads of a worker that start at once wait for
-    one compilation instead of each running their own.
+    compiles only what it launches. The threads of a worker that start at once wait for one
+    compilation instead of each running their own.
     """
     key = tuple(sorted(set(names)))
-    with _LOCK:
+    with _LOCKS_LOCK:
+        lock = _LOCKS.setdefault((family, key), threading.Lock())
+    with lock:
         return _load()(family, key)
 
 
