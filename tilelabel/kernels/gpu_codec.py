@@ -192,6 +192,9 @@ def zstd_block(
     parts = [packed[end - size : end] for end, size in zip(ends, sizes, strict=True)]
     codec = _codec(stream)
     decoded = codec.decode(nvcomp.as_arrays(parts, stream.ptr))
+    # wait here, where CuPy lets go of the GIL: nvCOMP's own wait, in reading the batch's
+    # arrays, holds it, and the worker's other threads stop meanwhile
+    stream.synchronize()
     want = int(np.prod(tile)) * dtype.itemsize
     for idx, part in zip(idxs, _items(decoded), strict=True):
         flat = cp.asarray(part).view(np.uint8).ravel()

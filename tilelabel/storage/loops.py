@@ -134,12 +134,13 @@ async def write(url: str, selection: tuple, data: np.ndarray, run: str | None = 
 
 
 async def put_chunks(store_path, encode_key, items) -> None:
-    """Store each ``(chunk coordinates, bytes)`` of ``items`` under its chunk key."""
+    """Store each ``(chunk coordinates, bytes-like)`` of ``items`` under its chunk key, without
+    copying the bytes (a copy here would hold the GIL)."""
     from zarr.core.buffer import default_buffer_prototype
 
     make = default_buffer_prototype().buffer.from_bytes
     await asyncio.gather(
-        *((store_path / encode_key(coords)).set(make(bytes(data))) for coords, data in items)
+        *((store_path / encode_key(coords)).set(make(data)) for coords, data in items)
     )
 
 
