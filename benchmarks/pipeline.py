@@ -907,7 +907,7 @@ def main() -> None:
     header = [
         *("size", "density", "method", "workers", "s", "GVox/s", "vs copy (same cluster)"),
         *("vs fastest copy", "vs dask-image", "peak host/worker GiB", "peak GPU/worker GiB"),
-        *("output MiB", "worker CPU s (of it kernel)"),
+        *("output MiB", "worker CPU s (of it kernel)", "CPU s / GVox"),
     ]
 
     def line(*cells) -> str:
@@ -979,14 +979,17 @@ def main() -> None:
         if args.repeat > 1:
             name += f" run {r.get('repeat', 0) + 1}"
         use = r.get("worker_usage")
-        cpu = f"{use['user_s'] + use['system_s']:.1f} ({use['system_s']:.1f})" if use else ""
+        cpu_s = use["user_s"] + use["system_s"] if use else None
+        cpu = f"{cpu_s:.1f} ({use['system_s']:.1f})" if use else ""
+        # host CPU seconds per 10^9 voxels: what a node's cores must supply per GPU's work
+        per_gvox = f"{cpu_s / (r['voxels'] / 1e9):.1f}" if use and r.get("voxels") else ""
         lines.append(
             line(
                 *(f"{r['size']}³", r["density"], name, r["workers"], f"{r['seconds']:.2f}"),
                 *(f"{r['gvox_s']:.3f}", vs_copy, vs_best, vs_di),
                 f"{r['peak_rss_per_worker'] / 2**30:.2f}",
                 f"{r['peak_gpu_per_worker'] / 2**30:.2f}",
-                *(f"{r['output_bytes'] / 2**20:.0f}", cpu),
+                *(f"{r['output_bytes'] / 2**20:.0f}", cpu, per_gvox),
             )
         )
     if wrong:
