@@ -115,3 +115,35 @@ def periodic_label(img: np.ndarray, struct: np.ndarray, wrap) -> tuple[np.ndarra
     final = np.zeros(n + 1, np.int64)
     final[kept] = np.arange(1, kept.size + 1)
     return final[roots][labels], int(kept.size)
+
+
+def storage_layouts() -> list[tuple[str, int, dict]]:
+    """``(name, zarr_format, zarr.create_array keywords)`` of the inputs users bring, 8³ chunks:
+    zstd (zarr v3's default), blosc and lz4 (zarr v2's), zstd in v2, uncompressed, and 16³
+    shards of zstd chunks."""
+    import numcodecs
+    from zarr.codecs import BloscCodec
+
+    chunks = {"chunks": (8, 8, 8)}
+    return [
+        ("v3-zstd", 3, chunks),
+        ("v3-blosc-lz4", 3, {**chunks, "compressors": BloscCodec(cname="lz4")}),
+        ("v2-blosc", 2, {**chunks, "compressors": numcodecs.Blosc()}),
+        ("v2-lz4", 2, {**chunks, "compressors": numcodecs.LZ4()}),
+        ("v2-zstd", 2, {**chunks, "compressors": numcodecs.Zstd()}),
+        ("v3-none", 3, {**chunks, "compressors": None}),
+        ("v3-sharded", 3, {**chunks, "shards": (16, 16, 16)}),
+    ]
+
+
+def check_layout_kept(src: str, dst: str) -> None:
+    """The output at ``dst`` has the input's format, chunks, shards and compressors."""
+    import zarr
+
+    a, b = zarr.open_array(src), zarr.open_array(dst)
+    assert (b.metadata.zarr_format, b.chunks, b.shards) == (
+        a.metadata.zarr_format,
+        a.chunks,
+        a.shards,
+    )
+    assert [type(c) for c in b.compressors] == [type(c) for c in a.compressors]

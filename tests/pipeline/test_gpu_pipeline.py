@@ -10,6 +10,7 @@ import zarr
 from scipy import ndimage
 
 import tilelabel
+from tests.cases import check_layout_kept, storage_layouts
 from tests.conftest import gpu_memory_left, write_zarr
 from tilelabel.connectivity import structure
 from tilelabel.kernels.backends import cuda_available, get_backend
@@ -67,6 +68,24 @@ def test_cuda_pipeline_equals_scipy(tmp_path, cuda_client, shape, storage, chunk
         ref, rn = ndimage.label(img, structure(len(shape), conn))
         assert n == rn
         np.testing.assert_array_equal(zarr.open_array(dst)[...], ref)
+
+
+@pytest.mark.parametrize("name, zarr_format, layout", storage_layouts())
+def test_input_codecs_and_layouts_on_the_gpu(tmp_path, cuda_client, name, zarr_format, layout):
+    """zstd chunks are decoded (and the output compressed) by nvCOMP where it is installed,
+    every other codec and sharded arrays by zarr on the host; the output is written like the
+    input either way."""
+    img = random_volume((40, 36, 32), 0.35, 1, seed=len(name))
+    src = tmp_path / "in.zarr"
+    write_zarr(src, img, zarr_format=zarr_format, **layout)
+    dst = str(tmp_path / "out.zarr")
+    n = tilelabel.label_zarr(
+        str(src), dst, chunks=(16, 16, 16), backend="cuda", client=cuda_client, gpu_encode=True
+    )
+    ref, rn = ndimage.label(img, np.ones((3, 3, 3)))
+    assert n == rn
+    np.testing.assert_array_equal(zarr.open_array(dst)[...], ref)
+    check_layout_kept(str(src), dst)
 
 
 def test_cpu_and_gpu_outputs_identical(tmp_path, cuda_client, client):

@@ -11,7 +11,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from scipy import ndimage
 
 import tilelabel
-from tests.cases import diagonal
+from tests.cases import check_layout_kept, diagonal, storage_layouts
 from tests.conftest import write_zarr
 from tilelabel import dtypes
 from tilelabel.connectivity import structure
@@ -83,6 +83,20 @@ def test_sharded_input_keeps_shards(tmp_path, client):
     out = zarr.open_array(str(tmp_path / "out.zarr"))
     assert out.shards == (16, 16, 16)
     np.testing.assert_array_equal(out[...], expected(img, 26)[0])
+
+
+@pytest.mark.parametrize("name, zarr_format, layout", storage_layouts())
+def test_input_codecs_and_layouts(tmp_path, client, name, zarr_format, layout):
+    """Every common input codec and layout is read, and the output is written like it."""
+    img = random_volume((40, 36, 32), 0.35, 1, seed=len(name))
+    src = tmp_path / "in.zarr"
+    write_zarr(src, img, zarr_format=zarr_format, **layout)
+    dst = str(tmp_path / "out.zarr")
+    n = tilelabel.label_zarr(str(src), dst, chunks=(16, 16, 16), client=client)
+    ref, rn = expected(img, 26)
+    assert n == rn
+    np.testing.assert_array_equal(zarr.open_array(dst)[...], ref)
+    check_layout_kept(str(src), dst)
 
 
 def test_float_and_int_inputs(tmp_path, client):
