@@ -13,7 +13,8 @@ teardown, compilation included), on the same input, in one run:
   labels, so its output is not compared with the others);
 - ``notebook``: one process that starts a cluster (``LocalCUDACluster()`` with a GPU, else
   ``LocalCluster()``), then calls ``label_zarr`` on it twice; its row gives the cluster start
-  and both calls;
+  and both calls; ``notebook-preload``: the same with its workers started with tilelabel's
+  preload (``preload=["tilelabel.cluster.preload"]``);
 - ``cupyx``: zarr -> NumPy -> CuPy -> ``cupyx.scipy.ndimage.label`` -> zarr (GPU only);
 - ``cc3d``: zarr -> NumPy -> ``cc3d.connected_components`` -> zarr;
 - ``scipy``: zarr -> NumPy -> ``scipy.ndimage.label`` -> zarr;
@@ -52,6 +53,7 @@ LABELED = (
     "tilelabel-cold",
     "tilelabel-processes",
     "notebook",
+    "notebook-preload",
     "cupyx",
     "cc3d",
     "scipy",
@@ -106,21 +108,23 @@ def script(name: str, src_url: str, dst: str) -> None:
         raise ValueError(f"unknown script {name!r}")
 
 
-def notebook(src: str, dst: str, backend: str) -> None:
-    """What a notebook does: start a cluster, then label twice on it; prints the three times."""
+def notebook(src: str, dst: str, backend: str, preload: bool = False) -> None:
+    """What a notebook does: start a cluster (its workers preloaded with tilelabel's
+    ``preload``), then label twice on it; prints the three times."""
     t0 = time.perf_counter()
     from distributed import Client
 
     import tilelabel
 
+    kwargs = {"preload": ["tilelabel.cluster.preload"]} if preload else {}
     if backend == "cuda":
         from dask_cuda import LocalCUDACluster
 
-        cluster = LocalCUDACluster()
+        cluster = LocalCUDACluster(**kwargs)
     else:
         from distributed import LocalCluster
 
-        cluster = LocalCluster()
+        cluster = LocalCluster(**kwargs)
     client = Client(cluster)
     times = {"cluster_s": time.perf_counter() - t0}
     for call in ("first_s", "second_s"):
@@ -162,8 +166,9 @@ def command(
         if method == "tilelabel-wrap":
             cmd += ["--wrap", "z,y,x"]
         return cmd
-    if method == "notebook":
-        return [*py, __file__, "--notebook", backend, src, dst]
+    if method.startswith("notebook"):
+        preload = ["--preload"] if method == "notebook-preload" else []
+        return [*py, __file__, "--notebook", backend, src, dst, *preload]
     return [*py, __file__, "--script", method, src, dst]
 
 
@@ -263,12 +268,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "benchmarks" / "out")))
     p.add_argument("--script", nargs=3, metavar=("NAME", "IN", "OUT"), help=argparse.SUPPRESS)
     p.add_argument("--notebook", nargs=3, metavar=("BACKEND", "IN", "OUT"), help=argparse.SUPPRESS)
+    p.add_argument("--preload", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.script:
         return script(*args.script)
     if args.notebook:
         backend, src, dst = args.notebook
-        return notebook(src, dst, backend)
+        return notebook(src, dst, backend, preload=args.preload)
 
     sys.path.insert(0, str(ROOT))
     from tilelabel import __version__
