@@ -234,7 +234,8 @@ def main() -> None:
                 rows.append(dict(size=size, **r))
             save()
         if args.pipeline:
-            for r in pipeline(vol, "cuda" if gpu else "cpu", int(args.conns.split(",")[0]), 1):
+            conn = int(args.conns.split(",")[0])
+            for r in pipeline(vol, "cuda" if gpu else "cpu", conn, args.repeat):
                 rows.append(dict(size=size, **r))
         save()
         del dvol, vol

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tilelabel.kernels import cpu
 from tilelabel.kernels.registry import MULTILABEL_DEFAULTS, algorithms, get_kernel
 from tilelabel.synth import voronoi_labels
 
@@ -72,6 +73,23 @@ def test_random_volumes_equal_cc3d(nd, conn, data):
 def test_voronoi_field_equals_cc3d(nd, conn):
     shape = (40, 45, 50) if nd == 3 else (300, 280)
     check(voronoi_labels(shape, cell=6, ids=40, seed=nd), conn, np.uint64)
+
+
+@pytest.mark.parametrize("nd, conn", CONNECTIVITIES)
+@pytest.mark.parametrize("value", [np.uint8(200), np.int8(-3), np.uint64(2**63 + 5)])
+def test_blocks_of_one_value(nd, conn, value):
+    """A block whose nonzero voxels hold one value is labeled by the binary kernel: the same
+    labels as the run-based multi-label scan, with the background empty, full and random."""
+    shape = (9, 10, 11) if nd == 3 else (30, 27)
+    rng = np.random.default_rng(conn)
+    u32 = np.dtype(np.uint32)
+    for mask in (np.zeros(shape, bool), np.ones(shape, bool), rng.random(shape) < 0.4):
+        img = np.where(mask, value, 0).astype(value.dtype)
+        check(img, conn)
+        labels, n = get_kernel("cpu", nd, conn, multilabel=True)(img, u32)
+        scan, m = cpu._run(img, u32, nd, cpu._ml_into(nd, conn), multilabel=True)
+        assert n == m
+        np.testing.assert_array_equal(labels, scan)
 
 
 def test_every_voxel_its_own_component():

@@ -24,7 +24,7 @@ from tilelabel.kernels import cpu_block as _blk
 from tilelabel.kernels import cpu_multilabel as _ml
 from tilelabel.kernels import cpu_pixel as _pix
 from tilelabel.kernels import cpu_runs as _runs
-from tilelabel.kernels.registry import register
+from tilelabel.kernels.registry import get_kernel, register
 
 _LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))
 
@@ -153,6 +153,13 @@ def _ml_into(ndim: int, connectivity: int):
 
 def _make(ndim: int, connectivity: int, algorithm: str, label_into, multilabel=False) -> None:
     def kernel(image: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
+        if multilabel:
+            image = unsigned_values(np.asarray(image))
+            # a block of one nonzero value (0/1 data, one object's inside, nothing) is binary:
+            # the binary kernel labels it alike (scipy's order), in half the time or less
+            if image.ndim == ndim and _ml.one_value(image.reshape(-1)):
+                binary = get_kernel("cpu", ndim, connectivity)
+                return binary(np.ascontiguousarray(image != 0).view(np.uint8), dtype)
         return _run(image, dtype, ndim, label_into, multilabel)
 
     kernel.__name__ = f"{'ml_' if multilabel else ''}{algorithm}_{ndim}d_{connectivity}"

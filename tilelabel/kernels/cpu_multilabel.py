@@ -31,6 +31,22 @@ _ONE = np.uint64(1)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
+def one_value(flat):
+    """True where the nonzero values of ``flat`` are all one value, or there are none; stops at
+    the second value it meets, so that a block of many values costs next to nothing."""
+    if flat.size == 0:
+        return True
+    v = flat[0]  # the value met first (0 until one is)
+    for i in range(flat.size):
+        x = flat[i]
+        if x != 0 and x != v:
+            if v != 0:
+                return False
+            v = x
+    return True
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _find(P, n):
     """Root of run ``n`` (uint64), compressing the path to it."""
     r = np.uint64(P[n])
