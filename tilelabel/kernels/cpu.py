@@ -157,7 +157,7 @@ def _make(ndim: int, connectivity: int, algorithm: str, label_into, multilabel=F
             image = unsigned_values(np.asarray(image))
             # a block of one nonzero value (0/1 data, one object's inside, nothing) is binary:
             # the binary kernel labels it alike (scipy's order), in half the time or less
-            if image.ndim == ndim and _ml.one_value(image.reshape(-1)):
+            if _ml.one_value(image.reshape(-1)):  # (a wrong rank: the binary kernel says so)
                 binary = get_kernel("cpu", ndim, connectivity)
                 return binary(np.ascontiguousarray(image != 0).view(np.uint8), dtype)
         return _run(image, dtype, ndim, label_into, multilabel)

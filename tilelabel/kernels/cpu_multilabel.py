@@ -68,18 +68,24 @@ def _find(P, n):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
+def _union(P, c, q):
+    """Link the roots of runs ``c`` and ``q``, the larger under the smaller."""
+    rc = _find(P, c)
+    rq = _find(P, q)
+    if rq < rc:
+        P[rc] = rq
+    elif rc < rq:
+        P[rq] = rc
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _pair(P, V, c, q):
     """Unite runs ``c`` and ``q``, which touch, if they have the same nonzero value."""
     v = V[c]
     # one test of one word: a branch per condition would mispredict on the values
     other = np.uint64(v ^ V[q]) | np.uint64(v == 0) | np.uint64(P[c] == P[q])
     if other == 0:
-        rc = _find(P, c)
-        rq = _find(P, q)
-        if rq < rc:
-            P[rc] = rq
-        elif rc < rq:
-            P[rq] = rc
+        _union(P, c, q)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
@@ -93,12 +99,7 @@ def _adopt(P, V, c, q):
     fresh = np.uint64(pc == c) & np.uint64(differ == 0)
     P[c] = pq if fresh else pc
     if (differ | fresh | np.uint64(pc == pq)) == 0:
-        rc = _find(P, c)
-        rq = _find(P, q)
-        if rq < rc:
-            P[rc] = rq
-        elif rc < rq:
-            P[rq] = rc
+        _union(P, c, q)
 
 
 @numba.njit(cache=True, nogil=True)

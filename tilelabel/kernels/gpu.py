@@ -170,9 +170,7 @@ class CUDAEncoder:
         from tilelabel.kernels import gpu_codec
 
         if self.available(codec):
-            labels = cp.ones((4, 4, 4), np.uint32)
-            gpu_codec.zstd_tiles(_lut_take(labels, np.arange(2, dtype=np.uint32)), (2, 2, 2))
-            gpu_codec.warm()
+            gpu_codec.warm(_lut_take(cp.ones((4, 4, 4), np.uint32), np.arange(2, dtype=np.uint32)))
 
     @_on_thread_stream
     def encode_tiles(self, labels, lut, tile, codec):

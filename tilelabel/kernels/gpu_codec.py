@@ -53,19 +53,11 @@ def _codec(stream):
 WARM = threading.Event()
 
 
-def warm() -> None:
-    """Make this thread's codec and run it once on a small tile. A process's first nvCOMP
-    batch also loads the library's kernels (up to seconds on a fresh node), which a caller
-    holding a shared encoder turn should not spend."""
-    import cupy as cp
-    from nvidia import nvcomp
-
-    stream = cp.cuda.get_current_stream()
-    tile = cp.arange(1 << 16, dtype=np.uint32).view(np.uint8)
-    codec = _codec(stream)
-    codec.encode(nvcomp.as_arrays([tile], stream.ptr))
-    del codec
-    stream.synchronize()
+def warm(block: Any) -> None:
+    """Compress the device array ``block``'s 2-voxel tiles (a tiny labels block): a process's
+    first nvCOMP batch loads the library's kernels (up to seconds on a fresh node), and the
+    tiles' kernels compile, which a caller holding a shared encoder turn should not spend."""
+    zstd_tiles(block, (2,) * block.ndim)
     WARM.set()
 
 

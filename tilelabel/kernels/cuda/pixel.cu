@@ -7,72 +7,14 @@
 // marking Compression, renumber.cu's scan and the final labeling.
 #include "voxels.cuh"
 
+// The class of a neighbour u: foreground.
+#define FOREGROUND [=](u64 u) { return img[u] != 0; }
+
 template <typename T>
 __global__ void uf_init(const u8* __restrict__ img, T* L, u64 N) {
     for (u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x; v < N;
          v += (u64)gridDim.x * blockDim.x)
         L[v] = img[v] ? (T)v : (T)~(T)0;
-}
-
-// Visit the foreground backward neighbours u of voxel v = (z, y, x) under CONN (4 or 8 in 2D;
-// 6, 18 or 26 in 3D): fn(u, k) (k = the neighbour's index 0..12 in the 3x3x3 cube, a constant
-// once unrolled) returns false to stop.
-template <typename T, int CONN, typename F>
-__device__ __forceinline__ void for_backward(const u8* __restrict__ img, u64 v, T z, T y, T x, T H,
-                                             T W, u64 HW, F fn) {
-    constexpr bool IS3D = CONN == 6 || CONN == 18 || CONN == 26;
-#pragma unroll
-    for (int dz = (IS3D ? -1 : 0); dz <= 0; dz++)
-#pragma unroll
-        for (int dy = -1; dy <= 1; dy++)
-#pragma unroll
-            for (int dx = -1; dx <= 1; dx++) {
-                if (dz == 0 && (dy > 0 || (dy == 0 && dx >= 0))) continue;
-                int nz = (dz != 0) + (dy != 0) + (dx != 0);
-                if ((CONN == 4 || CONN == 6) && nz > 1) continue;
-                if (CONN == 18 && nz > 2) continue;
-                if (dz < 0 && z == 0) continue;
-                if (dy < 0 && y == 0) continue;
-                if (dy > 0 && y + 1 >= H) continue;
-                if (dx < 0 && x == 0) continue;
-                if (dx > 0 && x + 1 >= W) continue;
-                u64 u = (u64)((i64)v + dz * (i64)HW + dy * (i64)W + dx);
-                if (img[u] && !fn(u, (dz + 1) * 9 + (dy + 1) * 3 + (dx + 1))) return;
-            }
-}
-
-#define FOR_VOXELS(D, H, W)                                                                  \
-    T x = (T)blockIdx.x * blockDim.x + threadIdx.x;                                          \
-    if (x >= W) return;                                                                       \
-    u64 HW = (u64)H * W;                                                                      \
-    for (T z = (T)blockIdx.z * blockDim.z + threadIdx.z; z < D; z += (T)gridDim.z * blockDim.z) \
-        for (T y = (T)blockIdx.y * blockDim.y + threadIdx.y; y < H;                          \
-             y += (T)gridDim.y * blockDim.y)
-
-// Unions of voxel v (r: an ancestor of v) with its foreground backward neighbours: their values
-// (ancestors) are loaded first, and a neighbour whose value is r, or a value already united with
-// v by this thread, needs no union.
-template <typename T, int CONN>
-__device__ __forceinline__ void unite_voxel(const u8* __restrict__ img, T* L, u64 v, T r, T z, T y,
-                                            T x, T H, T W, u64 HW) {
-    T P[13];
-    u32 have = 0;
-    for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u, int k) {
-        P[k] = L[u];
-        have |= 1u << k;
-        return true;
-    });
-    T m1 = r, m2 = r, m3 = r;
-#pragma unroll
-    for (int k = 0; k < 13; k++) {
-        if (!((have >> k) & 1)) continue;
-        T pn = P[k];
-        if (pn == r || pn == m1 || pn == m2 || pn == m3) continue;
-        punion_call<T>(L, r, pn);
-        m3 = m2;
-        m2 = m1;
-        m1 = pn;
-    }
 }
 
 // UF Merge: union with every foreground backward neighbour.
@@ -81,7 +23,7 @@ __global__ void uf_merge(const u8* __restrict__ img, T* L, T D, T H, T W) {
     FOR_VOXELS(D, H, W) {
         u64 v = (u64)z * HW + (u64)y * W + x;
         if (!img[v]) continue;
-        unite_voxel<T, CONN>(img, L, v, (T)v, z, y, x, H, W, HW);
+        unite_voxel<T, CONN>(FOREGROUND, L, v, (T)v, z, y, x, H, W, HW);
     }
 }
 
@@ -95,7 +37,7 @@ __global__ void ke_init(const u8* __restrict__ img, T* L, T D, T H, T W) {
             continue;
         }
         T p = (T)v;
-        for_backward<T, CONN>(img, v, z, y, x, H, W, HW, [&](u64 u, int) {
+        for_backward<T, CONN>(FOREGROUND, v, z, y, x, H, W, HW, [&](u64 u, int) {
             p = (T)u;
             return false;
         });
@@ -109,7 +51,7 @@ __global__ void ke_reduce(const u8* __restrict__ img, T* L, T D, T H, T W) {
     FOR_VOXELS(D, H, W) {
         u64 v = (u64)z * HW + (u64)y * W + x;
         if (!img[v]) continue;
-        unite_voxel<T, CONN>(img, L, v, L[v], z, y, x, H, W, HW);
+        unite_voxel<T, CONN>(FOREGROUND, L, v, L[v], z, y, x, H, W, HW);
     }
 }
 
