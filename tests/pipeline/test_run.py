@@ -12,7 +12,7 @@ from scipy import ndimage
 
 import tilelabel
 from tests.cases import check_layout_kept, diagonal, storage_layouts
-from tests.conftest import write_zarr
+from tests.conftest import wait_until, write_zarr
 from tilelabel import dtypes
 from tilelabel.connectivity import structure
 from tilelabel.synth import random_volume
@@ -128,6 +128,13 @@ def test_nan_fails_without_output(tmp_path, client):
     with pytest.raises(ValueError, match=where):
         tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), chunks=(8, 8, 8), client=client)
     assert not (tmp_path / "out.zarr").exists()
+    wait_until(lambda: not placing_plugins(client), 10, "the specs' plugin to leave")
+
+
+def placing_plugins(client) -> list[str]:
+    """The scheduler plugins that place runs' lookup specs (:mod:`tilelabel.pipeline.placement`)."""
+    plugins = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.plugins))
+    return [n for n in plugins if n.startswith("tilelabel-specs-")]
 
 
 def test_uint32_overflow_refused_before_writing(tmp_path, client, monkeypatch):
@@ -265,6 +272,7 @@ def test_each_spec_is_made_where_its_chunk_was_labeled(tmp_path, client):
     assert len(by_kind["spec"]) == len(by_kind["counts"]) == 64
     assert len(set(by_kind["counts"].values())) > 1  # the chunks were spread
     assert by_kind["spec"] == by_kind["counts"]
+    assert not placing_plugins(client)  # it left once every spec had started
 
 
 class MostHeld(SchedulerPlugin):

@@ -300,17 +300,25 @@ class DaskExecutor:
         idxs = list(graph.plan.indices())
         per = [graph.summary_keys[i] for i in idxs]  # borders, counts (, stats)
 
+        plugin = f"tilelabel-specs-{graph.token}"
+        placement.place_specs(
+            client, plugin, {graph.spec_keys[i]: graph.key("counts", i) for i in idxs}
+        )
         priority = functools.partial(placement.raster_priority, graph.plan.grid)
-        with dask.annotate(priority=priority):
-            persisted = client.persist(
-                [delayed(key) for keys in per for key in keys], optimize_graph=False
-            )
-        # one submission, unoptimized: the specs and the count share the prefix-sum tasks, and
-        # optimizing them as separate collections would rename those shared keys
-        tables = [delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
-        specs = [delayed(graph.spec_keys[i]) for i in idxs]
-        count = delayed(graph.count_key)
-        *futures, count = client.compute([*tables, *specs, count], optimize_graph=False)
+        try:
+            with dask.annotate(priority=priority):
+                persisted = client.persist(
+                    [delayed(key) for keys in per for key in keys], optimize_graph=False
+                )
+            # one submission, unoptimized: the specs and the count share the prefix-sum tasks,
+            # and optimizing them as separate collections would rename those shared keys
+            tables = [delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
+            specs = [delayed(graph.spec_keys[i]) for i in idxs]
+            count = delayed(graph.count_key)
+            *futures, count = client.compute([*tables, *specs, count], optimize_graph=False)
+        except BaseException:
+            placement.unplace_specs(client, plugin)
+            raise
         # Each chunk's borders (its faces) are let go now that the merge's graph holds them: the
         # scheduler frees them once the border pairs that read them are done, during the
         # labeling pass, so that what waits on a worker does not grow with the volume. The
@@ -328,16 +336,8 @@ class DaskExecutor:
         )
 
     def holders(self, graph: MergeGraph, passes: Passes) -> dict[Index, str]:
-        from tilelabel.pipeline import placement
         from tilelabel.resources import keep
 
-        idxs = list(graph.plan.indices())
-        # the specs wait for their inputs: the merge has just begun
-        specs = {graph.spec_keys[i]: f for i, f in zip(idxs, passes.counts, strict=True)}
-        placed = placement.beside(self.client, specs)
-        logging.getLogger("tilelabel").debug(
-            "%d of %d lookup specs placed beside their chunks", placed, len(idxs)
-        )
         found: dict[Index, str] = {}
         if graph.keeping:  # asked while the merge runs: every summary, so every keep, is done
             # a worker lost meanwhile kept nothing: its chunks are labeled again where they go

@@ -11,14 +11,16 @@ task where most of its inputs' bytes are, and a spec's largest input (a chunk ro
 prefixes) lives on the worker of that row's prefix task, so one worker would make and hold the
 specs of many chunks until their writes. A spec waits for its chunk's write, which goes to the
 worker that labeled the chunk: made there, every worker holds the specs of its own chunks alone.
+The scheduler places each spec as its chunk's counts are done (:class:`SpecsBeside`), long
+before the merge lets the spec start.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
-from typing import Any
 
-from distributed import Client
+from distributed import Client, SchedulerPlugin
 
 Key = str | tuple
 
@@ -35,27 +37,48 @@ def raster_priority(grid: tuple[int, ...], key: Key) -> int:
     return -1 - ordinal
 
 
-def _restrict(where: Mapping[Key, str], dask_scheduler=None) -> int:
-    """On the scheduler: prefer ``where[key]`` for each task not yet started. Loose, so that a
-    task whose worker is gone runs elsewhere instead of waiting for it."""
-    placed = 0
-    for key, worker in where.items():
-        ts = dask_scheduler.tasks.get(key)
-        if ts is None or ts.state not in ("released", "waiting"):
-            continue  # started or done already: its place is taken
-        if worker not in dask_scheduler.workers:
-            continue
-        ts.worker_restrictions = {worker}
-        ts.loose_restrictions = True
-        placed += 1
-    return placed
+class SpecsBeside(SchedulerPlugin):
+    """On the scheduler: each spec prefers the worker that holds its chunk's counts, set once
+    both are known. Loose, so that a spec whose worker is gone runs elsewhere. The plugin
+    leaves once every spec has started or been forgotten."""
+
+    def __init__(self, name: str, counts_of: Mapping[Key, Key]):
+        self.name = name
+        self.counts_of = dict(counts_of)  # spec key -> its chunk's counts key
+        self.spec_of = {c: s for s, c in self.counts_of.items()}
+        self.scheduler = None
+
+    async def start(self, scheduler) -> None:
+        self.scheduler = scheduler
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if finish == "memory" and key in self.spec_of:
+            self._place(self.spec_of[key])
+        elif key in self.counts_of:
+            if finish == "waiting":  # submitted after its counts were done
+                self._place(key)
+            elif finish != "released":  # started, or gone: nothing left to place
+                del self.spec_of[self.counts_of.pop(key)]
+                if not self.counts_of:
+                    self.scheduler.remove_plugin(name=self.name)
+
+    def _place(self, spec: Key) -> None:
+        tasks = self.scheduler.tasks
+        ts, counts = tasks.get(spec), tasks.get(self.counts_of[spec])
+        if ts is None or counts is None or not counts.who_has:
+            return
+        if ts.state in ("released", "waiting"):
+            ts.worker_restrictions = {next(iter(counts.who_has)).address}
+            ts.loose_restrictions = True
 
 
-def beside(client: Client, tasks: Mapping[Key, Any]) -> int:
-    """Run each task of ``tasks`` (keys of submitted tasks) on the worker that holds the result
-    of its value (a future, or a persisted collection of one key), where that task has not
-    started yet and the worker still runs; returns how many were placed. A placement only: a
-    task that started before it runs where it was put."""
-    held = client.who_has(list(tasks.values()))
-    where = {key: held[fut.key][0] for key, fut in tasks.items() if held.get(fut.key)}
-    return client.run_on_scheduler(_restrict, where) if where else 0
+def place_specs(client: Client, name: str, counts_of: Mapping[Key, Key]) -> None:
+    """Make each spec of ``counts_of`` (spec key -> its chunk's counts key) on the worker that
+    computes the counts; registered before either is submitted."""
+    client.register_plugin(SpecsBeside(name, counts_of), name=name)
+
+
+def unplace_specs(client: Client, name: str) -> None:
+    """Remove :func:`place_specs`' plugin (a submission that failed: no spec will start)."""
+    with contextlib.suppress(Exception):
+        client.unregister_scheduler_plugin(name)
