@@ -8,7 +8,7 @@ an :class:`Executor` for the same few things whichever it is:
   keeps); ``lenient``: the answers of the workers that gave one (a worker may die meanwhile);
 - ``start(graph)``: the run's graph submitted: a future per chunk's counts, lookup spec and
   table rows, and one for the component count (:class:`~.labeling.Passes`);
-- ``holders(graph, passes)``: per chunk, the worker that kept it for the writing pass;
+- ``holders(graph)``: per chunk, the worker that kept it for the writing pass;
 - ``submit(fn, *args, key=..., where=..., **kwargs)``: one task (a unique ``key``), run once
   its future arguments are done, on the worker ``where`` if it still runs;
 - ``wait(futures, desc, show)`` (a progress bar where ``show``), ``result(future)``,
@@ -54,7 +54,7 @@ class Executor(Protocol):
 
     def start(self, graph: MergeGraph) -> Passes: ...
 
-    def holders(self, graph: MergeGraph, passes: Passes) -> dict[Index, str]: ...
+    def holders(self, graph: MergeGraph) -> dict[Index, str]: ...
 
     def submit(
         self, fn: Callable, *args: Any, key: str, where: str | None = None, **kwargs: Any
@@ -199,7 +199,7 @@ class ThreadExecutor:
         self.graphs.append(thread)
         return Passes(summaries=[], counts=counts, specs=specs, tables=tables, count=count)
 
-    def holders(self, graph: MergeGraph, passes: Passes) -> dict[Index, str]:
+    def holders(self, graph: MergeGraph) -> dict[Index, str]:
         return {}  # what this process keeps, its writes find
 
     def submit(
@@ -335,7 +335,7 @@ class DaskExecutor:
             count=count,
         )
 
-    def holders(self, graph: MergeGraph, passes: Passes) -> dict[Index, str]:
+    def holders(self, graph: MergeGraph) -> dict[Index, str]:
         from tilelabel.resources import keep
 
         found: dict[Index, str] = {}

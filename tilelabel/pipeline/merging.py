@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def merge(run: Run, ex: Executor, graph: MergeGraph, passes: Passes) -> tuple[int, dict]:
     """The component count, and per chunk index the worker that kept its labels or input."""
-    holders: dict[Index, str] = ex.holders(graph, passes)
+    holders: dict[Index, str] = ex.holders(graph)
     passes.counts.clear()
     ex.wait([passes.count], "merging", run.progress)
     passes.summaries.clear()  # the counts and statistics are no longer needed by the run
