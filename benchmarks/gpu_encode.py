@@ -4,16 +4,14 @@ One block of labels (``--shape``, labeled from a ``tilelabel.synth`` volume at e
 cut into storage tiles (``--tile``) and compressed again and again by P processes started
 together, as P pipeline workers would:
 
-- ``gpu``: the CUDA backend's ``encoder.encode_tiles`` as the pipeline calls it (nvCOMP takes
-  its scratch from the device's stream-ordered pool and gives it back);
-- ``gpu-pool``: the same with nvCOMP's scratch taken from CuPy's pool instead, where it stays
-  and is measured;
+- ``gpu``: the CUDA backend's ``encoder.encode_tiles`` as the pipeline calls it (nvCOMP's
+  scratch and frames from CuPy's pool);
 - ``host``: the tiles as zarr writes them (C-ordered copies, then ``numcodecs.Zstd`` at zarr's
   default level), all-zero tiles left out as on the GPU.
 
 Reports GB/s of uncompressed labels over all processes, the compression ratio, and for the GPU
 the growth of one process's CuPy pool in its first encode after the pool was emptied, per byte
-of labels: the tiles and frames, and with ``gpu-pool`` nvCOMP's scratch too.
+of labels: nvCOMP's scratch and the frames.
 
 ``--load`` instead times one encoding process while P - 1 others load the node as pipeline
 workers do, to tell which contention slows the GPU's encoder inside the pipeline:
@@ -50,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tilelabel.kernels.tiles import tile_slabs  # noqa: E402
 from tilelabel.synth import random_volume  # noqa: E402
 
-ENCODERS = ("gpu", "gpu-pool", "host")
+ENCODERS = ("gpu", "host")
 LOADS = ("none", "host", "host-nice", "gpu")
 
 
@@ -84,10 +82,6 @@ def _host_encoder(labels_host, tile):
 def _worker(encoder, shape, density, tile, reps, barrier, results):
     import cupy as cp
 
-    if encoder == "gpu-pool":
-        from nvidia import nvcomp
-
-        nvcomp.set_device_allocator(lambda nbytes, stream: cp.cuda.alloc(nbytes))
     backend, labels, lut = _labels(shape, density)
     growth = 0
     if encoder == "host":

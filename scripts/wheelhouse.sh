@@ -44,6 +44,6 @@ if [ "$full" = 1 ]; then
   python3 -m pip download -q "${common[@]}" --find-links "$out" "tilelabel[cuda$cuda]==$version"
 else
   python3 -m pip download -q "${common[@]}" --no-deps -r requirements/gpu-node.txt
-  python3 -m pip download -q "${common[@]}" "nvidia-nvcomp-cu$cuda>=5"
+  python3 -m pip download -q "${common[@]}" "nvidia-libnvcomp-cu$cuda>=6,<7"
 fi
 echo "wheelhouse.sh: $(ls "$out"/*.whl | wc -l) wheels in $out ($(du -sh "$out" | cut -f1))"

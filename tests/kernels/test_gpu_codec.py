@@ -18,7 +18,7 @@ def _nvcomp() -> bool:
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU usable through CuPy"),
-    pytest.mark.skipif(not cuda_available() or not _nvcomp(), reason="needs nvidia-nvcomp"),
+    pytest.mark.skipif(not cuda_available() or not _nvcomp(), reason="needs nvidia-libnvcomp 6"),
 ]
 
 

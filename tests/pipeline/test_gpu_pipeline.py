@@ -251,7 +251,7 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
     from tilelabel.storage.arrays import raw_chunks
 
     if not available():
-        pytest.skip("needs nvidia-nvcomp")
+        pytest.skip("needs nvidia-libnvcomp 6")
     img = random_volume((70, 61, 45), 0.3, 1, seed=21)
     img[:16] = 0  # chunks with no label: not stored
     src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16), zarr_format=zarr_format)
@@ -295,7 +295,7 @@ def test_ome_labels_compressed_on_the_gpu(tmp_path, cuda_client, zarr_format):
     from tilelabel.storage.ome import DEFAULT_NAME
 
     if not available():
-        pytest.skip("needs nvidia-nvcomp")
+        pytest.skip("needs nvidia-libnvcomp 6")
     img = random_volume((40, 36, 30), 0.3, 1, seed=17)
     url = str(tmp_path / "img.zarr")
     # written by hand (NGFF 0.4 on zarr v2, 0.5 on v3): ome-zarr-py is an optional extra;
@@ -346,7 +346,7 @@ def test_default_gpu_encoding_keeps_enough_tiles_per_chunk(tmp_path, caplog):
     from tilelabel.resources.turns import MIN_BATCH_TILES
 
     if not available():
-        pytest.skip("needs nvidia-nvcomp")
+        pytest.skip("needs nvidia-libnvcomp 6")
     tile, threads = (8, 8, 8), 8
     img = random_volume((64, 64, 64), 0.3, 1, seed=5)  # 512 tiles
     # 64 tiles, one processing chunk's worth: the host's
@@ -390,7 +390,7 @@ def test_defaults_given_up_on_a_full_gpu(tmp_path, caplog, give_up):
     from tilelabel.resources.gpu_memory import chunk_memory
 
     if give_up in ("labels", "encoder") and not available():
-        pytest.skip("needs nvidia-nvcomp")
+        pytest.skip("needs nvidia-libnvcomp 6")
     # 512 storage chunks: the GPU compresses by default
     shape, storage = (256, 256, 256), (32, 32, 32)
     img = random_volume(shape, 0.2, 1, seed=9)

@@ -1,9 +1,15 @@
-"""zstd compression of storage tiles on the GPU, through nvCOMP (``nvidia-nvcomp-cu12/13``).
+"""zstd compression of storage tiles on the GPU, through nvCOMP's C library
+(``nvidia-libnvcomp-cu12/13``, release 6: the calls below are that release's).
 
 Writing labels costs more than computing them, and a GPU compresses them faster than the host's
 cores do while leaving those cores free (``benchmarks/gpu_encode.py`` compares the two).
-nvCOMP's RAW zstd output is a standard zstd frame, so any zstd decoder (numcodecs, zarr) reads
-the chunks; it compresses a little less tightly than zstd's default level.
+nvCOMP's zstd output is a standard zstd frame, so any zstd decoder (numcodecs, zarr) reads the
+chunks; it compresses a little less tightly than zstd's default level.
+
+Its batched C calls are made through ctypes, which lets go of the GIL for each, with every
+buffer (the frames, nvCOMP's scratch) from CuPy's pool on the calling thread's stream: a worker's
+other threads run while a batch is set up, and no batch allocates or frees device memory of its
+own (a free waits for the whole device).
 
 Knows nothing of zarr: it compresses tiles and hands back host bytes. The backend offers it as
 its encoder (:class:`tilelabel.kernels.gpu.CUDAEncoder`).
@@ -11,6 +17,7 @@ its encoder (:class:`tilelabel.kernels.gpu.CUDAEncoder`).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 from typing import Any
@@ -19,34 +26,81 @@ import numpy as np
 
 from tilelabel.kernels.tiles import tile_slabs
 
+#: the nvCOMP release whose batched zstd calls this module makes
+_MAJOR = 6
+#: where each frame, decoded tile and scratch starts, in bytes: above nvCOMP's alignments
+_ALIGN = 256
+
+
+class _CompressOpts(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+class _DecompressOpts(ctypes.Structure):
+    # backend 0: nvCOMP chooses (a hardware decoder where the GPU has one)
+    _fields_ = [("backend", ctypes.c_int), ("reserved", ctypes.c_char * 60)]
+
+
+class _Properties(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("cudart_version", ctypes.c_uint32)]
+
+
+@functools.cache
+def _lib() -> ctypes.CDLL | None:
+    """nvCOMP's library with its batched zstd calls typed; None where it is missing or of
+    another major release (whose calls differ)."""
+    try:
+        from nvidia.libnvcomp.load import load_library
+
+        lib = load_library()  # the wheel's library, else the system's (its own rule)
+    except (ImportError, OSError):
+        return None
+    props = _Properties()
+    if lib is None or lib.nvcompGetProperties(ctypes.byref(props)):
+        return None
+    if props.version // 1000 != _MAJOR:
+        return None
+    n, p, n_out = ctypes.c_size_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)
+    compress, decompress = _CompressOpts, _DecompressOpts
+    signatures = {  # zstd.h: every pointer is a device address but the sizes out (n_out)
+        "nvcompBatchedZstdCompressGetMaxOutputChunkSize": (n, compress, n_out),
+        "nvcompBatchedZstdCompressGetTempSize": (n, n, compress, n_out, n, p),
+        "nvcompBatchedZstdCompressAsync": (p, p, n, n, p, n, p, p, compress, p, p),
+        "nvcompBatchedZstdDecompressGetTempSize": (n, n, decompress, n_out, n, p),
+        "nvcompBatchedZstdDecompressAsync": (p, p, p, p, n, p, n, p, decompress, p, p),
+        "nvcompGetStatusString": (ctypes.c_int,),
+    }
+    try:
+        for name, args in signatures.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, ctypes.c_int
+    except AttributeError:  # a build without zstd
+        return None
+    lib.nvcompGetStatusString.restype = ctypes.c_char_p
+    return lib
+
+
+def _check(status: int, what: str) -> None:
+    if status:
+        text = _lib().nvcompGetStatusString(status).decode()
+        raise RuntimeError(f"nvCOMP zstd {what} failed: {text} ({status})")
+
+
+def _round_up(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _pointers(base: int, starts) -> Any:
+    """A device array of ``base + start`` for each of ``starts`` (bytes), for nvCOMP."""
+    import cupy as cp
+
+    return cp.asarray(np.asarray(starts, np.uint64) + np.uint64(base))
+
 
 @functools.cache
 def available() -> bool:
-    """True when nvCOMP's Python module imports (and with it its library)."""
-    try:
-        from nvidia import nvcomp  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
-def _codec(stream):
-    """A new nvCOMP zstd codec on ``stream``, the calling thread's own (see
-    :func:`tilelabel.kernels.gpu.thread_stream`), for one batch.
-
-    One codec per batch, never kept: a codec holds its state and scratch (gigabytes after a
-    512^3 chunk) until it is dropped, so codecs kept per worker thread hold device memory that
-    the next run's chunks need, while making one costs next to nothing beside a batch. The
-    caller drops it before its stream (the other order crashes the process)."""
-    import cupy as cp
-    from nvidia import nvcomp
-
-    return nvcomp.Codec(
-        algorithm="Zstd",
-        bitstream_kind=nvcomp.BitstreamKind.RAW,
-        device_id=cp.cuda.Device().id,
-        cuda_stream=stream.ptr,
-    )
+    """True when nvCOMP's library (release 6) loads."""
+    return _lib() is not None
 
 
 #: set once a thread of this process has run nvCOMP (:func:`warm`)
@@ -91,28 +145,20 @@ def _nonzero(tiles):
     return flags
 
 
-def _items(batch) -> list:
-    try:
-        return list(batch)
-    except TypeError:  # a batch that only indexes
-        return [batch[i] for i in range(len(batch))]
-
-
 def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memoryview]:
     """Each nonzero tile of the device array ``block`` as a zstd frame in host memory, keyed by
     its tile index within the block (see :func:`tilelabel.kernels.tiles.tile_slabs`; all-zero
     tiles are left out). Runs on the current CuPy stream.
 
     All of a block's tiles go to nvCOMP in one batch: larger batches compress faster (one slab
-    at a time runs at about half the speed, ``benchmarks/gpu_encode.py``). For the batch nvCOMP
-    takes scratch of about 7 times the tiles' bytes outside CuPy's pool (its default
-    allocator); the batch's codec is dropped and the stream synchronized before this returns,
-    so that all of it is back on the device (see :func:`_codec`).
+    at a time runs at about half the speed, ``benchmarks/gpu_encode.py``). The batch's scratch
+    (several times the tiles' bytes) and frames come from CuPy's pool, and are back there when
+    this returns.
     """
     import cupy as cp
     import cupyx
-    from nvidia import nvcomp
 
+    lib = _lib()
     stream = cp.cuda.get_current_stream()
     slabs = list(tile_slabs(block, tile, cp, _nonzero))
     if not slabs:
@@ -129,26 +175,52 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
         seen += len(slab_indices)
     if not tiles:
         return {}
-    codec = _codec(stream)
-    encoded = codec.encode(nvcomp.as_arrays(tiles, stream.ptr))
-    stream.synchronize()
-    parts = [cp.asarray(e).view(np.uint8).ravel() for e in _items(encoded)]
-    joined = cp.concatenate(parts) if len(parts) > 1 else parts[0]
+    n, size = len(tiles), tiles[0].size
+    if any(t.data.ptr % 4 for t in tiles):  # nvCOMP reads tiles from 4-byte boundaries
+        padded = cp.empty((n, _round_up(size)), np.uint8)
+        padded[:, :size] = cp.stack(tiles)
+        tiles = list(padded[:, :size])
+    opts, most, temp_bytes = _CompressOpts(), ctypes.c_size_t(), ctypes.c_size_t()
+    _check(
+        lib.nvcompBatchedZstdCompressGetMaxOutputChunkSize(size, opts, ctypes.byref(most)),
+        "sizing",
+    )
+    _check(
+        lib.nvcompBatchedZstdCompressGetTempSize(
+            n, size, opts, ctypes.byref(temp_bytes), n * size, stream.ptr
+        ),
+        "sizing",
+    )
+    stride = _round_up(most.value)
+    temp = cp.empty(max(temp_bytes.value, 1), np.uint8)
+    frames = cp.empty(n * stride, np.uint8)
+    sources = _pointers(0, [t.data.ptr for t in tiles])
+    targets = _pointers(frames.data.ptr, np.arange(n) * stride)
+    lengths = cp.full(n, size, np.uint64)
+    sizes, statuses = cp.empty(n, np.uint64), cp.empty(n, np.int32)
+    _check(
+        lib.nvcompBatchedZstdCompressAsync(
+            *(sources.data.ptr, lengths.data.ptr, size, n, temp.data.ptr, temp_bytes.value),
+            *(targets.data.ptr, sizes.data.ptr, opts, statuses.data.ptr, stream.ptr),
+        ),
+        "compression",
+    )
+    stream.synchronize()  # CuPy lets go of the GIL while it waits
+    sizes, statuses = sizes.get(stream=stream), statuses.get(stream=stream)
+    for k in np.flatnonzero(statuses)[:1]:
+        _check(int(statuses[k]), f"compression of tile {indices[k]}")
+    parts = [frames[k * stride : k * stride + int(sizes[k])] for k in range(n)]
+    joined = cp.concatenate(parts) if n > 1 else parts[0]
     host = cupyx.empty_pinned(joined.shape, np.uint8)
     joined.get(stream=stream, out=host)
-    sizes = [part.size for part in parts]
-    # the codec's scratch and frames are freed in stream order, after the copy; the device
-    # gets them back at this stream's next synchronization, which in an idle worker may not
-    # come before the next run's memory check: one synchronization waits for the copy and
-    # gives them back
-    del encoded, parts, joined, codec
+    del temp, frames, parts, joined
     stream.synchronize()
     view = memoryview(host)
     out: dict[tuple[int, ...], memoryview] = {}
     start = 0
-    for idx, size in zip(indices, sizes, strict=True):
-        out[idx] = view[start : start + size]
-        start += size
+    for idx, length in zip(indices, sizes.tolist(), strict=True):
+        out[idx] = view[start : start + length]
+        start += length
     return out
 
 
@@ -165,8 +237,8 @@ def zstd_block(
     not decode to a whole tile raises a ValueError."""
     import cupy as cp
     import cupyx
-    from nvidia import nvcomp
 
+    lib = _lib()
     dtype = np.dtype(dtype)
     out = cp.zeros(shape, dtype)
     if not tiles:
@@ -174,31 +246,50 @@ def zstd_block(
     stream = cp.cuda.get_current_stream()
     idxs = list(tiles)
     frames = [np.frombuffer(tiles[i], np.uint8) for i in idxs]
-    sizes = [f.size for f in frames]
-    ends = np.cumsum(sizes)
-    host = cupyx.empty_pinned(int(ends[-1]), np.uint8)
-    for frame, end, size in zip(frames, ends, sizes, strict=True):
-        host[end - size : end] = frame
+    n, lengths = len(frames), np.array([f.size for f in frames], np.uint64)
+    starts = np.zeros(n, np.int64)
+    starts[1:] = np.cumsum([_round_up(f.size) for f in frames[:-1]])
+    host = cupyx.empty_pinned(int(starts[-1]) + frames[-1].size, np.uint8)
+    for frame, start in zip(frames, starts.tolist(), strict=True):
+        host[start : start + frame.size] = frame
     packed = cp.empty(host.shape, np.uint8)
     packed.set(host, stream=stream)
-    parts = [packed[end - size : end] for end, size in zip(ends, sizes, strict=True)]
-    codec = _codec(stream)
-    decoded = codec.decode(nvcomp.as_arrays(parts, stream.ptr))
-    # wait here, where CuPy lets go of the GIL: nvCOMP's own wait, in reading the batch's
-    # arrays, holds it, and the worker's other threads stop meanwhile
-    stream.synchronize()
     want = int(np.prod(tile)) * dtype.itemsize
-    for idx, part in zip(idxs, _items(decoded), strict=True):
-        flat = cp.asarray(part).view(np.uint8).ravel()
-        if flat.size != want:
-            raise ValueError(f"a zstd frame of tile {idx} holds {flat.size} bytes, not {want}")
+    stride = _round_up(want)
+    opts, temp_bytes = _DecompressOpts(), ctypes.c_size_t()
+    _check(
+        lib.nvcompBatchedZstdDecompressGetTempSize(
+            n, want, opts, ctypes.byref(temp_bytes), n * want, stream.ptr
+        ),
+        "sizing",
+    )
+    temp = cp.empty(max(temp_bytes.value, 1), np.uint8)
+    decoded = cp.empty((n, stride), np.uint8)
+    sources = _pointers(packed.data.ptr, starts)
+    targets = _pointers(decoded.data.ptr, np.arange(n) * stride)
+    room, got = cp.full(n, want, np.uint64), cp.empty(n, np.uint64)
+    statuses, compressed = cp.empty(n, np.int32), cp.asarray(lengths)
+    _check(
+        lib.nvcompBatchedZstdDecompressAsync(
+            *(sources.data.ptr, compressed.data.ptr, room.data.ptr, got.data.ptr, n),
+            *(temp.data.ptr, temp_bytes.value, targets.data.ptr, opts, statuses.data.ptr),
+            stream.ptr,
+        ),
+        "decompression",
+    )
+    stream.synchronize()  # CuPy lets go of the GIL while it waits
+    got, statuses = got.get(stream=stream), statuses.get(stream=stream)
+    for k in np.flatnonzero(statuses | (got != want))[:1]:
+        held = f"{got[k]} bytes" if not statuses[k] else "more, or not zstd"
+        raise ValueError(f"a zstd frame of tile {idxs[k]} holds {held}, not {want} bytes")
+    for k, idx in enumerate(idxs):
         where = tuple(
-            slice(i * t, min((i + 1) * t, n)) for i, t, n in zip(idx, tile, shape, strict=True)
+            slice(i * t, min((i + 1) * t, m)) for i, t, m in zip(idx, tile, shape, strict=True)
         )
         inside = tuple(slice(0, w.stop - w.start) for w in where)
-        out[where] = flat.view(dtype).reshape(tile)[inside]
-    # the frames, the codec's scratch and its output go back to the device before this returns
-    # (and the page-locked frames to CuPy's pool only once their copy is done)
-    del decoded, parts, codec
+        out[where] = decoded[k, :want].view(dtype).reshape(tile)[inside]
+    # the frames and the scratch go back to CuPy's pool once the stream has used them (and
+    # the page-locked frames to CuPy's pinned pool only once their copy is done)
+    del temp, decoded, packed
     stream.synchronize()
     return out
