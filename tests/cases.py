@@ -119,10 +119,10 @@ def periodic_label(img: np.ndarray, struct: np.ndarray, wrap) -> tuple[np.ndarra
 
 def storage_layouts() -> list[tuple[str, int, dict]]:
     """``(name, zarr_format, zarr.create_array keywords)`` of the inputs users bring, 8³ chunks:
-    zstd (zarr v3's default), blosc and lz4 (zarr v2's), zstd in v2, uncompressed, and 16³
+    zstd (zarr v3's default), blosc and lz4 (zarr v2's), zstd in v2, gzip, uncompressed, and 16³
     shards of zstd chunks."""
     import numcodecs
-    from zarr.codecs import BloscCodec
+    from zarr.codecs import BloscCodec, GzipCodec
 
     chunks = {"chunks": (8, 8, 8)}
     return [
@@ -131,6 +131,7 @@ def storage_layouts() -> list[tuple[str, int, dict]]:
         ("v2-blosc", 2, {**chunks, "compressors": numcodecs.Blosc()}),
         ("v2-lz4", 2, {**chunks, "compressors": numcodecs.LZ4()}),
         ("v2-zstd", 2, {**chunks, "compressors": numcodecs.Zstd()}),
+        ("v3-gzip", 3, {**chunks, "compressors": GzipCodec()}),
         ("v3-none", 3, {**chunks, "compressors": None}),
         ("v3-sharded", 3, {**chunks, "shards": (16, 16, 16)}),
     ]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numcodecs
 import numpy as np
 import pytest
+from zarr.codecs import GzipCodec, ZstdCodec
 
 from tilelabel.kernels.backends import cuda_available, get_backend
 from tilelabel.kernels.tiles import tile_slabs
@@ -33,7 +35,6 @@ pytestmark = [
 )
 def test_frames_decode_on_the_cpu(shape, tile, dtype):
     import cupy as cp
-    import numcodecs
 
     from tilelabel.synth import random_volume
 
@@ -110,13 +111,23 @@ def test_compressing_keeps_no_device_memory():
         assert cp.cuda.Device().mem_info[0] >= before - (16 << 20)
 
 
-@pytest.mark.parametrize("zarr_format", [2, 3])
+#: the compressions whose chunks the GPU decodes, at levels other than their defaults
+COMPRESSORS = {
+    (2, "zstd"): numcodecs.Zstd(level=9),
+    (2, "gzip"): numcodecs.GZip(level=6),
+    (2, "zlib"): numcodecs.Zlib(level=1),
+    (2, "lz4"): numcodecs.LZ4(acceleration=3),
+    (3, "zstd"): ZstdCodec(level=-3),
+    (3, "gzip"): GzipCodec(level=9),
+}
+
+
+@pytest.mark.parametrize("zarr_format, codec", list(COMPRESSORS))
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32])
-def test_blocks_decode_on_the_gpu_as_zarr_reads_them(tmp_path, zarr_format, dtype):
-    """A block's stored zstd chunks, decoded by nvCOMP, equal zarr's read of the block: whole
-    and edge chunks, chunks never stored, any zstd level."""
+def test_blocks_decode_on_the_gpu_as_zarr_reads_them(tmp_path, zarr_format, codec, dtype):
+    """A block's stored chunks, decoded by nvCOMP, equal zarr's read of the block: whole and
+    edge chunks, chunks never stored, each codec a device decodes at any level."""
     import cupy as cp
-    import numcodecs
 
     from tests.conftest import write_zarr
     from tilelabel.storage import ZarrSource
@@ -124,7 +135,7 @@ def test_blocks_decode_on_the_gpu_as_zarr_reads_them(tmp_path, zarr_format, dtyp
     rng = np.random.default_rng(3)
     img = (rng.random((45, 37, 50)) * 5).astype(dtype)
     img[:16] = 0  # chunks zarr leaves unstored
-    kw = {"compressors": numcodecs.Zstd(level=9)} if zarr_format == 2 else {}
+    kw = {"compressors": COMPRESSORS[zarr_format, codec]}
     url = write_zarr(
         tmp_path / "in.zarr", img, (16, 16, 24), zarr_format=zarr_format, fill_value=0, **kw
     )
@@ -135,7 +146,7 @@ def test_blocks_decode_on_the_gpu_as_zarr_reads_them(tmp_path, zarr_format, dtyp
         (slice(16, 45), slice(16, 37), slice(24, 50)),
     ]:
         raw = source.raw(block, decoder.available)
-        assert raw is not None and raw.shape == img[block].shape
+        assert raw is not None and raw.shape == img[block].shape and raw.layout.codec == codec
         got = decoder.decode_block(raw)
         assert isinstance(got, cp.ndarray) and got.dtype == dtype
         np.testing.assert_array_equal(cp.asnumpy(got), img[block])

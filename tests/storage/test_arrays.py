@@ -123,6 +123,41 @@ def test_raw_codec_is_the_compression_alone(tmp_path):
     assert raw_codec(blosc) is None
 
 
+@pytest.mark.filterwarnings("ignore:Numcodecs codecs are not in the Zarr version 3")
+def test_raw_codec_names_what_a_device_decodes_and_writes(tmp_path):
+    """Inputs in zstd, gzip, zlib or LZ4 (zarr v2's numcodecs; v3's own, and numcodecs' LZ4) are
+    read as stored for a device to decode; only fast zstd is written by one. Blosc, zstd with
+    checksums and shards are left to zarr."""
+    import numcodecs
+    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+    from zarr.codecs.numcodecs import LZ4
+
+    from tilelabel.storage.arrays import raw_codec
+
+    cases = [  # (format, compressor, decoded, written)
+        (2, numcodecs.Zstd(level=1), "zstd", "zstd"),
+        (2, numcodecs.Zstd(level=19), "zstd", None),
+        (2, numcodecs.Zstd(level=1, checksum=True), None, None),
+        (2, numcodecs.GZip(), "gzip", None),
+        (2, numcodecs.Zlib(), "zlib", None),
+        (2, numcodecs.LZ4(), "lz4", None),
+        (2, numcodecs.Blosc(), None, None),
+        (3, ZstdCodec(), "zstd", "zstd"),
+        (3, GzipCodec(), "gzip", None),
+        (3, LZ4(), "lz4", None),
+        (3, BloscCodec(), None, None),
+    ]
+    for k, (fmt, comp, decoded, written) in enumerate(cases):
+        arr = zarr.create_array(
+            str(tmp_path / f"{k}.zarr"), shape=(8,), dtype="u1", zarr_format=fmt, compressors=comp
+        )
+        assert (raw_codec(arr, decoding=True), raw_codec(arr)) == (decoded, written), comp
+    sharded = zarr.create_array(
+        str(tmp_path / "s.zarr"), shape=(8,), chunks=(2,), shards=(4,), dtype="u1"
+    )
+    assert raw_codec(sharded, decoding=True) is None
+
+
 @pytest.mark.parametrize("lead", [0, 2])
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):

@@ -182,21 +182,23 @@ class CUDAEncoder:
 
 
 class CUDADecoder:
-    """zstd storage chunks decoded on this thread's GPU through nvCOMP (:mod:`.gpu_codec`),
-    where nvCOMP is installed: the host reads the compressed bytes and nothing more."""
+    """Storage chunks in zstd, gzip, zlib or LZ4 decoded on this thread's GPU through nvCOMP
+    (:mod:`.gpu_codec`), where nvCOMP is installed: the host reads the compressed bytes and
+    nothing more."""
 
     def available(self, codec: str) -> bool:
         from tilelabel.kernels import gpu_codec
 
-        return codec == "zstd" and gpu_codec.available()
+        return codec in gpu_codec.DECODERS and gpu_codec.available()
 
     @_on_thread_stream
     def decode_block(self, raw):
         from tilelabel.kernels import gpu_codec
 
-        if not self.available(raw.layout.codec):
-            raise ValueError(f"the cuda backend cannot decode {raw.layout.codec!r} here")
-        return gpu_codec.zstd_block(raw.tiles, raw.layout.tile, raw.shape, raw.dtype)
+        codec = raw.layout.codec
+        if not self.available(codec):
+            raise ValueError(f"the cuda backend cannot decode {codec!r} here")
+        return gpu_codec.decode_block(codec, raw.tiles, raw.layout.tile, raw.shape, raw.dtype)
 
 
 class CUDABackend:
@@ -329,7 +331,7 @@ class CUDABackend:
 _ENCODE_BYTES = 9
 
 #: input bytes per voxel beside the assembled block while it is decoded: the frames, at most
-#: the block's size, and nvCOMP's decoded tiles (:func:`.gpu_codec.zstd_block`)
+#: the block's size, and nvCOMP's decoded tiles (:func:`.gpu_codec.decode_block`)
 _DECODE_BYTES = 2
 
 

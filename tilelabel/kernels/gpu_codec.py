@@ -1,5 +1,5 @@
-"""zstd compression of storage tiles on the GPU, through nvCOMP's C library
-(``nvidia-libnvcomp-cu12/13``, release 6: the calls below are that release's).
+"""Storage tiles compressed to zstd, and chunks in zstd, gzip, zlib or LZ4 decoded, on the GPU
+through nvCOMP's C library (``nvidia-libnvcomp-cu12/13``, release 6, whose calls these are).
 
 Writing labels costs more than computing them, and a GPU compresses them faster than the host's
 cores do while leaving those cores free (``benchmarks/gpu_encode.py`` compares the two).
@@ -37,8 +37,21 @@ class _CompressOpts(ctypes.Structure):
 
 
 class _DecompressOpts(ctypes.Structure):
-    # backend 0: nvCOMP chooses (a hardware decoder where the GPU has one)
-    _fields_ = [("backend", ctypes.c_int), ("reserved", ctypes.c_char * 60)]
+    # every codec's defaults are zeros: nvCOMP picks the backend (a hardware decoder where the
+    # GPU has one), bytes as the data type, no bitshuffle
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+#: per codec a block may be stored in (the names of :class:`tilelabel.storage.RawChunks`):
+#: nvCOMP's name for its batched decoder, and the bytes to cut from the front and back of each
+#: stored frame to leave what that decoder reads (numcodecs' LZ4 leads with the size; zlib
+#: wraps raw deflate in a 2-byte header and a 4-byte checksum)
+DECODERS = {
+    "zstd": ("Zstd", 0, 0),
+    "gzip": ("Gzip", 0, 0),
+    "zlib": ("Deflate", 2, 4),
+    "lz4": ("LZ4", 4, 0),
+}
 
 
 class _Properties(ctypes.Structure):
@@ -66,15 +79,28 @@ def _lib() -> ctypes.CDLL | None:
         "nvcompBatchedZstdCompressGetMaxOutputChunkSize": (n, compress, n_out),
         "nvcompBatchedZstdCompressGetTempSize": (n, n, compress, n_out, n, p),
         "nvcompBatchedZstdCompressAsync": (p, p, n, n, p, n, p, p, compress, p, p),
-        "nvcompBatchedZstdDecompressGetTempSize": (n, n, decompress, n_out, n, p),
-        "nvcompBatchedZstdDecompressAsync": (p, p, p, p, n, p, n, p, decompress, p, p),
         "nvcompGetStatusString": (ctypes.c_int,),
     }
+    for name, _, _ in DECODERS.values():
+        signatures[f"nvcompBatched{name}DecompressGetTempSize"] = (n, n, decompress, n_out, n, p)
+        signatures[f"nvcompBatched{name}DecompressAsync"] = (
+            p,
+            p,
+            p,
+            p,
+            n,
+            p,
+            n,
+            p,
+            decompress,
+            p,
+            p,
+        )
     try:
         for name, args in signatures.items():
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = args, ctypes.c_int
-    except AttributeError:  # a build without zstd
+    except AttributeError:  # a build without one of them
         return None
     lib.nvcompGetStatusString.restype = ctypes.c_char_p
     return lib
@@ -83,7 +109,7 @@ def _lib() -> ctypes.CDLL | None:
 def _check(status: int, what: str) -> None:
     if status:
         text = _lib().nvcompGetStatusString(status).decode()
-        raise RuntimeError(f"nvCOMP zstd {what} failed: {text} ({status})")
+        raise RuntimeError(f"nvCOMP {what} failed: {text} ({status})")
 
 
 def _round_up(n: int) -> int:
@@ -123,7 +149,7 @@ def warm_decoder() -> None:
     import numcodecs
 
     frame = np.frombuffer(numcodecs.Zstd().encode(np.ones(64, np.uint8)), np.uint8)
-    zstd_block({(0,): frame}, (64,), (64,), np.uint8)
+    decode_block("zstd", {(0,): frame}, (64,), (64,), np.uint8)
 
 
 def _nonzero(tiles):
@@ -183,13 +209,13 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     opts, most, temp_bytes = _CompressOpts(), ctypes.c_size_t(), ctypes.c_size_t()
     _check(
         lib.nvcompBatchedZstdCompressGetMaxOutputChunkSize(size, opts, ctypes.byref(most)),
-        "sizing",
+        "zstd sizing",
     )
     _check(
         lib.nvcompBatchedZstdCompressGetTempSize(
             n, size, opts, ctypes.byref(temp_bytes), n * size, stream.ptr
         ),
-        "sizing",
+        "zstd sizing",
     )
     stride = _round_up(most.value)
     temp = cp.empty(max(temp_bytes.value, 1), np.uint8)
@@ -203,12 +229,12 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
             *(sources.data.ptr, lengths.data.ptr, size, n, temp.data.ptr, temp_bytes.value),
             *(targets.data.ptr, sizes.data.ptr, opts, statuses.data.ptr, stream.ptr),
         ),
-        "compression",
+        "zstd compression",
     )
     stream.synchronize()  # CuPy lets go of the GIL while it waits
     sizes, statuses = sizes.get(stream=stream), statuses.get(stream=stream)
     for k in np.flatnonzero(statuses)[:1]:
-        _check(int(statuses[k]), f"compression of tile {indices[k]}")
+        _check(int(statuses[k]), f"zstd compression of tile {indices[k]}")
     parts = [frames[k * stride : k * stride + int(sizes[k])] for k in range(n)]
     joined = cp.concatenate(parts) if n > 1 else parts[0]
     host = cupyx.empty_pinned(joined.shape, np.uint8)
@@ -224,21 +250,25 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     return out
 
 
-def zstd_block(
-    tiles: dict[tuple[int, ...], bytes], tile: tuple[int, ...], shape: tuple[int, ...], dtype
+def decode_block(
+    codec: str,
+    tiles: dict[tuple[int, ...], bytes],
+    tile: tuple[int, ...],
+    shape: tuple[int, ...],
+    dtype,
 ) -> Any:
     """The device array of ``shape`` and ``dtype`` whose storage tiles of shape ``tile`` are
-    the zstd frames ``tiles`` (keyed by tile index within the block, as
-    :func:`zstd_tiles` makes them; a tile not given is all zero), decoded on the GPU. Edge
-    tiles hold a whole tile, of which the part inside the block is kept. Runs on the current
-    CuPy stream.
+    the ``codec`` frames ``tiles`` (a codec of :data:`DECODERS`; keyed by tile index within the
+    block, as :func:`zstd_tiles` makes them; a tile not given is all zero), decoded on the GPU.
+    Edge tiles hold a whole tile, of which the part inside the block is kept. Runs on the
+    current CuPy stream.
 
     The frames go over in one copy and nvCOMP decodes them in one batch; a frame that does
     not decode to a whole tile raises a ValueError."""
     import cupy as cp
     import cupyx
 
-    lib = _lib()
+    lib, (name, head, tail) = _lib(), DECODERS[codec]
     dtype = np.dtype(dtype)
     out = cp.zeros(shape, dtype)
     if not tiles:
@@ -246,6 +276,7 @@ def zstd_block(
     stream = cp.cuda.get_current_stream()
     idxs = list(tiles)
     frames = [np.frombuffer(tiles[i], np.uint8) for i in idxs]
+    frames = [f[head : f.size - tail] for f in frames]
     n, lengths = len(frames), np.array([f.size for f in frames], np.uint64)
     starts = np.zeros(n, np.int64)
     starts[1:] = np.cumsum([_round_up(f.size) for f in frames[:-1]])
@@ -258,10 +289,10 @@ def zstd_block(
     stride = _round_up(want)
     opts, temp_bytes = _DecompressOpts(), ctypes.c_size_t()
     _check(
-        lib.nvcompBatchedZstdDecompressGetTempSize(
+        getattr(lib, f"nvcompBatched{name}DecompressGetTempSize")(
             n, want, opts, ctypes.byref(temp_bytes), n * want, stream.ptr
         ),
-        "sizing",
+        f"{codec} sizing",
     )
     temp = cp.empty(max(temp_bytes.value, 1), np.uint8)
     decoded = cp.empty((n, stride), np.uint8)
@@ -270,18 +301,18 @@ def zstd_block(
     room, got = cp.full(n, want, np.uint64), cp.empty(n, np.uint64)
     statuses, compressed = cp.empty(n, np.int32), cp.asarray(lengths)
     _check(
-        lib.nvcompBatchedZstdDecompressAsync(
+        getattr(lib, f"nvcompBatched{name}DecompressAsync")(
             *(sources.data.ptr, compressed.data.ptr, room.data.ptr, got.data.ptr, n),
             *(temp.data.ptr, temp_bytes.value, targets.data.ptr, opts, statuses.data.ptr),
             stream.ptr,
         ),
-        "decompression",
+        f"{codec} decompression",
     )
     stream.synchronize()  # CuPy lets go of the GIL while it waits
     got, statuses = got.get(stream=stream), statuses.get(stream=stream)
     for k in np.flatnonzero(statuses | (got != want))[:1]:
-        held = f"{got[k]} bytes" if not statuses[k] else "more, or not zstd"
-        raise ValueError(f"a zstd frame of tile {idxs[k]} holds {held}, not {want} bytes")
+        held = f"{got[k]} bytes" if not statuses[k] else f"more, or is not {codec}"
+        raise ValueError(f"a {codec} frame of tile {idxs[k]} holds {held}, not {want} bytes")
     for k, idx in enumerate(idxs):
         where = tuple(
             slice(i * t, min((i + 1) * t, m)) for i, t, m in zip(idx, tile, shape, strict=True)

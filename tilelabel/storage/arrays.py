@@ -110,25 +110,38 @@ class RawChunks:
 RAW_ZSTD_MAX_LEVEL = 3
 
 
+#: the compressors whose chunks a device may decode, by class name (zarr v3's own, and
+#: numcodecs' for zarr v2 and ``numcodecs.zarr3``), as :class:`RawChunks` names them
+RAW_DECODED = {
+    "ZstdCodec": "zstd",
+    "Zstd": "zstd",
+    "GzipCodec": "gzip",
+    "GZip": "gzip",
+    "Zlib": "zlib",
+    "LZ4": "lz4",
+}
+
+
 def raw_codec(arr: zarr.Array, decoding: bool = False) -> str | None:
-    """The device codec of ``arr``'s compression ("zstd"), or None where no device encoder
-    stands in for it (sharded, another codec or several, a zstd level above
-    :data:`RAW_ZSTD_MAX_LEVEL` or with checksums, a big-endian host). An output made like
-    ``arr`` (:func:`create_output`, an OME label image) takes just these from it. For
-    ``decoding`` the level does not matter: every level decodes alike."""
+    """The device codec of ``arr``'s compression, or None where no device codec stands in for
+    it (sharded, another codec or several, zstd with checksums, a big-endian host). For
+    writing, zstd alone, at most at level :data:`RAW_ZSTD_MAX_LEVEL`: an output made like
+    ``arr`` (:func:`create_output`, an OME label image) takes just this from it. For
+    ``decoding``, any of :data:`RAW_DECODED` at any level: every level decodes alike."""
     import sys
 
     if sys.byteorder != "little" or arr.shards or len(arr.compressors) != 1:
         return None
     (comp,) = arr.compressors
+    codec = RAW_DECODED.get(type(comp).__name__)
     # zarr v3's ZstdCodec and numcodecs' Zstd (zarr v2) both carry level and checksum
-    if type(comp).__name__ not in ("ZstdCodec", "Zstd"):
+    if codec is None or getattr(comp, "checksum", False):
         return None
-    if getattr(comp, "checksum", False):
+    if decoding:
+        return codec
+    if codec != "zstd" or int(comp.level) > RAW_ZSTD_MAX_LEVEL:
         return None
-    if not decoding and int(comp.level) > RAW_ZSTD_MAX_LEVEL:
-        return None
-    return "zstd"
+    return codec
 
 
 def raw_chunks(arr: zarr.Array, lead: int = 0, decoding: bool = False) -> RawChunks | None:
