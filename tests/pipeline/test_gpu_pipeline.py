@@ -72,9 +72,9 @@ def test_cuda_pipeline_equals_scipy(tmp_path, cuda_client, shape, storage, chunk
 
 @pytest.mark.parametrize("name, zarr_format, layout", storage_layouts())
 def test_input_codecs_and_layouts_on_the_gpu(tmp_path, cuda_client, name, zarr_format, layout):
-    """zstd, gzip and LZ4 chunks are decoded by nvCOMP where it is installed (and zstd outputs
-    compressed by it), blosc, uncompressed and sharded arrays by zarr on the host; the output
-    is written like the input either way."""
+    """zstd, gzip and LZ4 chunks, in shards or not, are decoded by nvCOMP where it is installed
+    (and zstd outputs compressed by it), blosc and uncompressed arrays by zarr on the host; the
+    output is written like the input either way."""
     img = random_volume((40, 36, 32), 0.35, 1, seed=len(name))
     src = tmp_path / "in.zarr"
     write_zarr(src, img, zarr_format=zarr_format, **layout)

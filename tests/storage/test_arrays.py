@@ -87,19 +87,27 @@ def test_codec_threads_run_below_the_caller():
         ({"compressors": zarr.codecs.ZstdCodec(level=1, checksum=True)}, False),
         ({"compressors": zarr.codecs.BloscCodec()}, False),
         ({"compressors": None}, False),
-        ({"shards": (16, 16)}, False),
+        ({"shards": (16, 16)}, True),  # chunks inside zarr's default shards
+        ({"shards": (16, 16), "compressors": zarr.codecs.BloscCodec()}, False),
         ({"fill_value": 7}, False),
         ({"serializer": zarr.codecs.BytesCodec(endian="big")}, False),
     ],
 )
 def test_raw_chunks_only_for_plain_zstd(tmp_path, kwargs, raw):
+    from tilelabel.storage import shards
     from tilelabel.storage.arrays import RawChunks, raw_chunks
 
     kwargs = {"fill_value": 0, **kwargs}
     arr = zarr.create_array(
         str(tmp_path / "a.zarr"), shape=(32, 32), chunks=(8, 16), dtype="u4", **kwargs
     )
-    assert raw_chunks(arr) == (RawChunks("zstd", (8, 16)) if raw else None)
+    if not raw:
+        assert raw_chunks(arr) is None
+    elif arr.shards:
+        layout = shards.ShardLayout(index_first=False, checksum=True)
+        assert raw_chunks(arr) == RawChunks("zstd", (8, 16), (16, 16), layout)
+    else:
+        assert raw_chunks(arr) == RawChunks("zstd", (8, 16))
 
 
 def test_raw_codec_is_the_compression_alone(tmp_path):
@@ -126,8 +134,8 @@ def test_raw_codec_is_the_compression_alone(tmp_path):
 @pytest.mark.filterwarnings("ignore:Numcodecs codecs are not in the Zarr version 3")
 def test_raw_codec_names_what_a_device_decodes_and_writes(tmp_path):
     """Inputs in zstd, gzip, zlib or LZ4 (zarr v2's numcodecs; v3's own, and numcodecs' LZ4) are
-    read as stored for a device to decode; only fast zstd is written by one. Blosc, zstd with
-    checksums and shards are left to zarr."""
+    read as stored for a device to decode, in shards or not; only fast zstd is written by one.
+    Blosc and zstd with checksums are left to zarr."""
     import numcodecs
     from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
     from zarr.codecs.numcodecs import LZ4
@@ -155,38 +163,48 @@ def test_raw_codec_names_what_a_device_decodes_and_writes(tmp_path):
     sharded = zarr.create_array(
         str(tmp_path / "s.zarr"), shape=(8,), chunks=(2,), shards=(4,), dtype="u1"
     )
-    assert raw_codec(sharded, decoding=True) is None
+    assert raw_codec(sharded, decoding=True) == raw_codec(sharded) == "zstd"
 
 
 @pytest.mark.parametrize("lead", [0, 2])
-@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("zarr_format", [2, 3, "shards"])
 def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):
     """Blocks handed over as encoded tiles (numcodecs' zstd standing in for a device encoder)
-    read back through zarr as the blocks, edge chunks and all; all-zero chunks stay unstored.
+    read back through zarr as the blocks, edge chunks and all; all-zero chunks stay unstored,
+    and so do shards of them (in a sharded array the tiles go into shards with their index).
     With ``lead`` axes of one position per chunk in front (an OME label image's t/c), the
     tiles go to the position the target's index names."""
     import numcodecs
 
     from tilelabel.kernels.tiles import tile_slabs
+    from tilelabel.storage import shards
     from tilelabel.storage.arrays import RawChunks, raw_chunks
 
+    sharded = zarr_format == "shards"
+    zarr_format = 3 if sharded else zarr_format
     rng = np.random.default_rng(zarr_format)
     data = rng.integers(0, 1 << 20, (40, 37, 29), dtype=np.uint32)
-    data[:16] = 0  # whole chunks of zeros
+    data[:16] = 0  # whole chunks (shards) of zeros
     # inside a group, as an OME label image or a user's hierarchy puts it
     group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=zarr_format)
     zstd = numcodecs.Zstd(level=0)
     codec = zstd if zarr_format == 2 else zarr.codecs.ZstdCodec(level=0)
     index = (1, 0)[:lead]
+    kw = {"shards": (1,) * lead + (16, 18, 30)} if sharded else {}
     arr = group.create_array(
         "labels/x",
         shape=(2, 1)[:lead] + data.shape,
         chunks=(1,) * lead + (8, 9, 10),
         dtype="u4",
         compressors=codec,
+        **kw,
     )
     raw = raw_chunks(arr, lead)
-    assert raw == RawChunks("zstd", (8, 9, 10))
+    if sharded:
+        layout = shards.ShardLayout(index_first=False, checksum=True)
+        assert raw == RawChunks("zstd", (8, 9, 10), (16, 18, 30), layout)
+    else:
+        assert raw == RawChunks("zstd", (8, 9, 10))
     if lead:  # chunks of more than one position along a lead axis: through zarr
         more = group.create_array("y", shape=(2, 4, 4), chunks=(2, 4, 4), dtype="u4")
         assert raw_chunks(more, 1) is None
@@ -211,36 +229,88 @@ def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):
         for f in files
         if not f.startswith(".") and f != "zarr.json"
     ]
-    # zarr's own chunk keys, and no chunk of the all-zero first two chunk rows
+    # zarr's own chunk (shard) keys, and none of the all-zero first two chunk rows (shard row)
     assert {tuple(map(int, k.split(".")[:lead])) for k in stored} == {index}
-    assert {int(k.split(".")[lead]) for k in stored} == {2, 3, 4}
-    assert len(stored) == 3 * 5 * 3
+    if sharded:
+        assert {int(k.split(".")[lead]) for k in stored} == {1, 2}
+        assert len(stored) == 2 * 3 * 1
+    else:
+        assert {int(k.split(".")[lead]) for k in stored} == {2, 3, 4}
+        assert len(stored) == 3 * 5 * 3
     with pytest.raises(ValueError, match="does not start on a chunk"):
         target.write_chunks((slice(4, 12), slice(0, 9), slice(0, 10)), {})
     with pytest.raises(ValueError, match="written through zarr"):
         ZarrTarget(target.url).write_chunks(slices, {})
 
 
-@pytest.mark.parametrize("zarr_format", [2, 3])
-def test_raw_blocks_hold_the_stored_frames_of_their_chunks(tmp_path, zarr_format):
+def _sharded(path, img, index_codecs, index_location):
+    """``img`` in a zarr v3 array of 16x16x32 shards of 8x8x16 zstd chunks, its shard index
+    where and as given."""
+    from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
+
+    sharding = ShardingCodec(
+        chunk_shape=(8, 8, 16),
+        codecs=[BytesCodec(), ZstdCodec(level=5)],
+        index_codecs=index_codecs,
+        index_location=index_location,
+    )
+    arr = zarr.create(
+        shape=img.shape,
+        chunks=(16, 16, 32),
+        dtype=img.dtype,
+        store=str(path),
+        fill_value=0,
+        zarr_format=3,
+        codecs=[sharding],
+    )
+    arr[...] = img
+    return str(path)
+
+
+def test_a_shard_whose_index_fails_its_checksum_names_it(tmp_path):
+    from zarr.codecs import BytesCodec, Crc32cCodec
+
+    from tilelabel.storage.errors import CorruptChunk
+
+    img = np.ones((16, 16, 32), np.uint8)
+    url = _sharded(tmp_path / "a.zarr", img, [BytesCodec(), Crc32cCodec()], "end")
+    path = tmp_path / "a.zarr" / "c" / "0" / "0" / "0"
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0xFF  # inside the index
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptChunk, match=r"shard c/0/0/0 of .*crc32c"):
+        ZarrSource(url).raw((slice(0, 16), slice(0, 16), slice(0, 32)), bool)
+
+
+@pytest.mark.parametrize("layout", ["v2", "v3", "shards", "shards-first-unchecked"])
+def test_raw_blocks_hold_the_stored_frames_of_their_chunks(tmp_path, layout):
     """A source hands over a block's stored chunks as they are (any zstd level), keyed by their
-    index in the block, unstored chunks left out; blocks off the chunk grid, and arrays whose
+    index in the block, unstored chunks left out, those inside shards as well (the index at
+    either end, with a crc32c or not); blocks off the chunk (shard) grid, and arrays whose
     chunks are no single frame, are read through zarr instead (None)."""
     import numcodecs
+    from zarr.codecs import BytesCodec, Crc32cCodec
 
     from tests.conftest import write_zarr
 
     img = (np.random.default_rng(1).random((37, 29, 40)) < 0.3).astype(np.uint16)
     img[:16] = 0
-    kw = {"compressors": numcodecs.Zstd(level=9)} if zarr_format == 2 else {}
-    url = write_zarr(
-        tmp_path / "a.zarr", img, (8, 8, 16), zarr_format=zarr_format, fill_value=0, **kw
-    )
+    img[16:32, 16:, 32:] = 0  # a shard of chunks not stored, inside stored shards
+    if layout.startswith("shards"):
+        first = layout == "shards-first-unchecked"
+        index = [BytesCodec()] if first else [BytesCodec(), Crc32cCodec()]
+        url = _sharded(tmp_path / "a.zarr", img, index, "start" if first else "end")
+    else:
+        zarr_format = 2 if layout == "v2" else 3
+        kw = {"compressors": numcodecs.Zstd(level=9)} if zarr_format == 2 else {}
+        url = write_zarr(
+            tmp_path / "a.zarr", img, (8, 8, 16), zarr_format=zarr_format, fill_value=0, **kw
+        )
     source = ZarrSource(url)
     zstd = numcodecs.Zstd()
     for block in [
         (slice(0, 16), slice(0, 16), slice(0, 32)),
-        (slice(16, 37), slice(8, 29), slice(16, 40)),
+        (slice(16, 37), slice(16, 29), slice(0, 40)),
     ]:
         raw = source.raw(block, lambda codec: codec == "zstd")
         assert raw.layout.tile == (8, 8, 16) and raw.dtype == img.dtype
@@ -255,6 +325,8 @@ def test_raw_blocks_hold_the_stored_frames_of_their_chunks(tmp_path, zarr_format
         np.testing.assert_array_equal(out, img[block])
     assert source.raw(block, lambda codec: False) is None  # the device decodes no zstd
     assert source.raw((slice(1, 9), slice(0, 8), slice(0, 16)), lambda codec: True) is None
+    if layout.startswith("shards"):  # a block on the chunk grid but not the shard grid
+        assert source.raw((slice(8, 16), slice(0, 16), slice(0, 32)), bool) is None
     blosc = zarr.create_array(
         str(tmp_path / "b.zarr"),
         shape=(8, 8),

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from tilelabel.storage import loops
+from tilelabel.storage import loops, shards
 from tilelabel.storage.errors import CorruptChunk, OutputTaken
 from tilelabel.validate import check_input
 
@@ -97,12 +97,25 @@ def check_run(array: zarr.Array, run: str | None) -> None:
 
 @dataclass(frozen=True)
 class RawChunks:
-    """How a backend may write an array's chunks itself: each storage chunk (``tile``) is one
+    """How a backend may read or write an array's chunks itself: each chunk (``tile``) is one
     ``codec`` frame of its C-ordered little-endian bytes, edge chunks padded with zeros, and an
-    all-zero chunk is not stored (zarr reads it as the fill value, 0)."""
+    all-zero chunk is not stored (zarr reads it as the fill value, 0). In a sharded array
+    (``shard``: the shard's shape) the chunks of a shard are stored together, as ``sharding``
+    lays them out (:mod:`.shards`)."""
 
     codec: str
     tile: tuple[int, ...]
+    shard: tuple[int, ...] | None = None
+    sharding: shards.ShardLayout | None = None
+
+    @property
+    def unit(self) -> tuple[int, ...]:
+        """What one store key holds: the shard, else the chunk."""
+        return self.shard or self.tile
+
+    def per_shard(self) -> tuple[int, ...]:
+        """Chunks per shard along each axis."""
+        return tuple(s // t for s, t in zip(self.unit, self.tile, strict=True))
 
 
 #: zstd levels a device encoder may stand in for: nvCOMP compresses about as tightly as zstd's
@@ -123,14 +136,17 @@ RAW_DECODED = {
 
 
 def raw_codec(arr: zarr.Array, decoding: bool = False) -> str | None:
-    """The device codec of ``arr``'s compression, or None where no device codec stands in for
-    it (sharded, another codec or several, zstd with checksums, a big-endian host). For
+    """The device codec of ``arr``'s compression (of its chunks inside its shards, where the
+    shards hold plain chunks: :func:`.shards.layout`), or None where no device codec stands in
+    for it (another codec or several, zstd with checksums, a big-endian host). For
     writing, zstd alone, at most at level :data:`RAW_ZSTD_MAX_LEVEL`: an output made like
     ``arr`` (:func:`create_output`, an OME label image) takes just this from it. For
     ``decoding``, any of :data:`RAW_DECODED` at any level: every level decodes alike."""
     import sys
 
-    if sys.byteorder != "little" or arr.shards or len(arr.compressors) != 1:
+    if sys.byteorder != "little" or len(arr.compressors) != 1:
+        return None
+    if arr.shards and shards.layout(arr) is None:
         return None
     (comp,) = arr.compressors
     codec = RAW_DECODED.get(type(comp).__name__)
@@ -150,7 +166,7 @@ def raw_chunks(arr: zarr.Array, lead: int = 0, decoding: bool = False) -> RawChu
     its spatial tile), or None when its chunks are anything else (more than one position
     along a lead axis, filtered, big-endian, a nonzero fill value, Fortran order, or a
     compression of no :func:`raw_codec`)."""
-    if any(int(c) != 1 for c in arr.chunks[:lead]) or arr.filters:
+    if any(int(c) != 1 for c in (arr.shards or arr.chunks)[:lead]) or arr.filters:
         return None
     if np.dtype(arr.dtype).byteorder == ">" or arr.metadata.fill_value != 0:
         return None
@@ -163,7 +179,13 @@ def raw_chunks(arr: zarr.Array, lead: int = 0, decoding: bool = False) -> RawChu
     elif getattr(arr, "order", "C") != "C":
         return None
     codec = raw_codec(arr, decoding)
-    return None if codec is None else RawChunks(codec, tuple(int(c) for c in arr.chunks[lead:]))
+    if codec is None:
+        return None
+    tile = tuple(int(c) for c in arr.chunks[lead:])
+    if not arr.shards:
+        return RawChunks(codec, tile)
+    shard = tuple(int(s) for s in arr.shards[lead:])
+    return RawChunks(codec, tile, shard, shards.layout(arr))
 
 
 @dataclass(frozen=True)
@@ -225,11 +247,11 @@ class ZarrSource:
         layout = raw_chunks(arr, len(self.index), decoding=True)
         if layout is None or not decodes(layout.codec):
             return None
-        first = _tile_origin(slices, layout.tile)
+        first = _tile_origin(slices, layout.unit)
         if first is None:
             return None
         shape = tuple(s.stop - s.start for s in slices)
-        grid = [-(-n // t) for n, t in zip(shape, layout.tile, strict=True)]
+        grid = [-(-n // t) for n, t in zip(shape, layout.unit, strict=True)]
         idxs = list(np.ndindex(*grid))
         coords = [
             self.index + tuple(f + i for f, i in zip(first, idx, strict=True)) for idx in idxs
@@ -241,7 +263,25 @@ class ZarrSource:
             from zarr.core.sync import sync
 
             found = sync(coro)
-        tiles = {idx: data for idx, data in zip(idxs, found, strict=True) if data is not None}
+        stored = {idx: data for idx, data in zip(idxs, found, strict=True) if data is not None}
+        if layout.shard is None:
+            return RawBlock(layout, np.dtype(arr.dtype), shape, stored)
+        tiles, per = {}, layout.per_shard()
+        inside = [-(-n // t) for n, t in zip(shape, layout.tile, strict=True)]
+        for at, data in stored.items():
+            try:
+                held = shards.chunks_in(data, int(np.prod(per)), layout.sharding)
+            except ValueError as e:
+                key = arr.metadata.encode_chunk_key(
+                    self.index + tuple(f + i for f, i in zip(first, at, strict=True))
+                )
+                raise CorruptChunk(f"shard {key} of {self.url}: {e}") from e
+            for k, frame in held:
+                idx = tuple(
+                    a * p + i for a, p, i in zip(at, per, np.unravel_index(k, per), strict=True)
+                )
+                if all(i < n for i, n in zip(idx, inside, strict=True)):  # (edge shards)
+                    tiles[idx] = frame
         return RawBlock(layout, np.dtype(arr.dtype), shape, tiles)
 
     def _which(self, selection: tuple, error: Exception) -> Exception:
@@ -295,17 +335,20 @@ class ZarrTarget:
     ) -> None:
         """Store a block's encoded chunks as they are (layout :attr:`raw`): ``tiles`` maps a
         chunk's index within the block at ``slices`` to its bytes. The block starts on a chunk
-        boundary (the plan aligns blocks to storage chunks); chunks not in ``tiles`` are all
-        zero and stay unwritten, as zarr leaves them. Along the :attr:`index` axes each chunk
-        holds one position (see :func:`raw_chunks`), the one the index names."""
-        if self.raw is None:
+        boundary (a shard's, in a sharded array: the plan aligns blocks to what a store key
+        holds); chunks not in ``tiles`` are all zero and stay unwritten, as zarr leaves them,
+        and so do shards of none. Along the :attr:`index` axes each chunk holds one position
+        (see :func:`raw_chunks`), the one the index names."""
+        raw = self.raw
+        if raw is None:
             raise ValueError(f"{self.url}: chunks of this array are written through zarr")
-        tile = self.raw.tile
-        first = _tile_origin(slices, tile)
+        first = _tile_origin(slices, raw.unit)
         if first is None:
-            raise ValueError(f"block {slices} does not start on a chunk of {tile}")
+            raise ValueError(f"block {slices} does not start on a chunk of {raw.unit}")
         arr = zarr.open_array(self.url, mode="r+", storage_options=self.storage_options)
         check_run(arr, self.run)
+        if raw.shard is not None:
+            tiles = _into_shards(tiles, raw)
         items = [
             (self.index + tuple(f + i for f, i in zip(first, idx, strict=True)), data)
             for idx, data in tiles.items()
@@ -316,3 +359,18 @@ class ZarrTarget:
         from zarr.core.sync import sync
 
         sync(coro)
+
+
+def _into_shards(
+    tiles: dict[tuple[int, ...], memoryview], raw: RawChunks
+) -> dict[tuple[int, ...], bytes]:
+    """The shards (by index within the block) that hold the chunks ``tiles`` (by index within
+    the block), laid out as ``raw`` says."""
+    per = raw.per_shard()
+    held: dict[tuple[int, ...], dict[int, memoryview]] = {}
+    for idx, data in tiles.items():
+        at = tuple(i // p for i, p in zip(idx, per, strict=True))
+        k = int(np.ravel_multi_index(tuple(i % p for i, p in zip(idx, per, strict=True)), per))
+        held.setdefault(at, {})[k] = data
+    n = int(np.prod(per))
+    return {at: shards.assemble(frames, n, raw.sharding) for at, frames in held.items()}
