@@ -119,6 +119,7 @@ COMPRESSORS = {
     (2, "lz4"): numcodecs.LZ4(acceleration=3),
     (3, "zstd"): ZstdCodec(level=-3),
     (3, "gzip"): GzipCodec(level=9),
+    (3, "zstd-in-shards"): ZstdCodec(level=3),
 }
 
 
@@ -126,7 +127,8 @@ COMPRESSORS = {
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32])
 def test_blocks_decode_on_the_gpu_as_zarr_reads_them(tmp_path, zarr_format, codec, dtype):
     """A block's stored chunks, decoded by nvCOMP, equal zarr's read of the block: whole and
-    edge chunks, chunks never stored, each codec a device decodes at any level."""
+    edge chunks, chunks never stored, each codec a device decodes at any level, chunks inside
+    shards."""
     import cupy as cp
 
     from tests.conftest import write_zarr
@@ -136,9 +138,10 @@ def test_blocks_decode_on_the_gpu_as_zarr_reads_them(tmp_path, zarr_format, code
     img = (rng.random((45, 37, 50)) * 5).astype(dtype)
     img[:16] = 0  # chunks zarr leaves unstored
     kw = {"compressors": COMPRESSORS[zarr_format, codec]}
-    url = write_zarr(
-        tmp_path / "in.zarr", img, (16, 16, 24), zarr_format=zarr_format, fill_value=0, **kw
-    )
+    chunks = (16, 16, 24)
+    if codec.endswith("-in-shards"):  # the same blocks, of whole shards of smaller chunks
+        codec, chunks, kw["shards"] = codec.removesuffix("-in-shards"), (8, 8, 12), chunks
+    url = write_zarr(tmp_path / "in.zarr", img, chunks, zarr_format=zarr_format, fill_value=0, **kw)
     decoder = get_backend("cuda").decoder
     source = ZarrSource(url)
     for block in [
