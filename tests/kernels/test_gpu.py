@@ -423,6 +423,18 @@ def test_3d_over_2_32_voxels(conn, alg, dtype):
     _big((1025, 2048, 2048), conn, alg, dtype, tail=4)
 
 
+def test_device_memory_counts_the_input_at_its_width():
+    """A uint64 label field takes 8 bytes a voxel on the device, and 8 more per decoded input
+    byte while it is decoded, not the 1 of a 0/1 mask."""
+    from tilelabel.kernels import gpu, gpu_codec
+
+    shape = (64, 96, 128)
+    narrow = gpu.device_memory(shape, np.uint32, 26, False, input_itemsize=1)
+    wide = gpu.device_memory(shape, np.uint32, 26, False, input_itemsize=8)
+    per_byte = 1 + (gpu._DECODE_BYTES if gpu_codec.available() else 0)
+    assert wide[0] - narrow[0] >= 7 * per_byte * int(np.prod(shape))
+
+
 def test_device_memory_counts_the_encoder_only_where_it_can_run():
     from tilelabel.kernels import gpu_codec
     from tilelabel.kernels.gpu import device_memory

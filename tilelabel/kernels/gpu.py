@@ -330,13 +330,17 @@ class CUDABackend:
 #: the frames and its scratch (``benchmarks/gpu_encode.py`` measures it)
 _ENCODE_BYTES = 9
 
-#: input bytes per voxel beside the assembled block while it is decoded: the frames, at most
+#: bytes per input byte beside the assembled block while it is decoded: the frames, at most
 #: the block's size, and nvCOMP's decoded tiles (:func:`.gpu_codec.decode_block`)
 _DECODE_BYTES = 2
 
 
 def device_memory(
-    block_shape: tuple[int, ...], dtype, connectivity: int, encode: bool = False
+    block_shape: tuple[int, ...],
+    dtype,
+    connectivity: int,
+    encode: bool = False,
+    input_itemsize: int = 1,
 ) -> tuple[int, int, int, str]:
     """(bytes labeling and relabeling one chunk of ``block_shape`` can take on this GPU, bytes
     free on the device now, bytes free in this process's CuPy pool, the device's PCI bus id).
@@ -344,9 +348,10 @@ def device_memory(
     The bus id tells which processes share a GPU: the device's free bytes are theirs together,
     each pool's free blocks only its own.
 
-    Peak: the input (and its 0/1 copy), the labels, the relabeled output, the scan words (the
-    bitmaps of roots and of seg's tile roots, the prefix counts), and per possible label its
-    first-voxel index and LUT entry; a quarter more for pool slack.
+    Peak: the input (``input_itemsize`` bytes a voxel) and its 0/1 copy, the labels, the
+    relabeled output, the scan words (the bitmaps of roots and of seg's tile roots, the prefix
+    counts), and per possible label its first-voxel index and LUT entry; a quarter more for
+    pool slack.
     Where nvCOMP is installed, the input's frames and nvCOMP's tiles beside it while it is
     decoded (:class:`CUDADecoder`). ``encode``: the writing pass may compress the output on
     the device (:meth:`CUDAEncoder.encode_tiles`), counted only where it can.
@@ -365,7 +370,7 @@ def device_memory(
     item = np.dtype(dtype).itemsize
     labels = max_components(tuple(block_shape), int(connectivity))
     out_copies = 2 + _ENCODE_BYTES if encode else 2
-    inputs = 2 + (_DECODE_BYTES if decode else 0)
+    inputs = input_itemsize * (1 + (_DECODE_BYTES if decode else 0)) + 1
     need = voxels * (inputs + out_copies * item) + voxels // 32 * (8 + item)
     need += labels * (8 + item)
     free, _ = cp.cuda.Device().mem_info

@@ -147,7 +147,8 @@ class GPUResources:
         r = request
         shape, storage, chunks = r.shape, r.storage, r.chunks
         threads = ex.threads()
-        ask = gpu_memory.asker(ex, threads, storage, r.connectivity)  # every worker has a GPU
+        itemsize = r.like.dtype.itemsize
+        ask = gpu_memory.asker(ex, threads, storage, r.connectivity, itemsize)  # each has a GPU
         limit = turns(r.gpu_encode, plan_for_storage(shape, storage, storage).nchunks)
         codec = raw_codec(r.like) if limit != 0 else None
         limit = limit if codec is not None else 0

@@ -109,13 +109,18 @@ def _tries(
 
 
 def asker(
-    ex, threads: dict[str, int], storage: tuple[int, ...], connectivity: int
+    ex,
+    threads: dict[str, int],
+    storage: tuple[int, ...],
+    connectivity: int,
+    input_itemsize: int = 1,
 ) -> Callable[[ChunkPlan, int | None], Problem]:
     """:func:`fit`'s ``ask`` for the workers of the executor ``ex``
     (:mod:`tilelabel.pipeline.executors`): asks them about their GPUs, after a clear error
     where a worker has no usable GPU at all.
 
-    ``threads``: per worker, its threads (``ex.threads()``).
+    ``threads``: per worker, its threads (``ex.threads()``); ``input_itemsize``: bytes per
+    voxel of the input.
     """
     from tilelabel.kernels.backends import BackendUnavailable, cuda_available
 
@@ -131,7 +136,9 @@ def asker(
         # the tries of one run share their blocks: each block is asked about once
         if (block, encode) not in reports:
             ldt = local_dtype(block, connectivity)
-            reports[block, encode] = ex.each(chunk_memory, block, ldt, connectivity, encode=encode)
+            reports[block, encode] = ex.each(
+                chunk_memory, block, ldt, connectivity, encode=encode, input_itemsize=input_itemsize
+            )
         return reports[block, encode]
 
     def ask(plan: ChunkPlan, turns: int | None) -> Problem:
@@ -152,7 +159,11 @@ def asker(
 
 
 def chunk_memory(
-    block_shape: tuple[int, ...], label_dtype, connectivity: int, encode: bool = False
+    block_shape: tuple[int, ...],
+    label_dtype,
+    connectivity: int,
+    encode: bool = False,
+    input_itemsize: int = 1,
 ) -> tuple[int, int, int, str]:
     """(bytes one chunk of ``block_shape`` needs on this worker's GPU, bytes free on the device
     now, bytes free in this process's own pool, the device's identity): run on each worker
@@ -160,7 +171,9 @@ def chunk_memory(
     writing pass may compress the output on the GPU, counted only where it can."""
     from tilelabel.kernels.gpu import device_memory
 
-    return device_memory(tuple(block_shape), np.dtype(label_dtype), connectivity, encode)
+    return device_memory(
+        tuple(block_shape), np.dtype(label_dtype), connectivity, encode, input_itemsize
+    )
 
 
 def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list[tuple]]:
