@@ -26,7 +26,7 @@ import numpy as np
 
 from tilelabel.kernels.tiles import tile_slabs
 
-#: the nvCOMP release whose batched zstd calls this module makes
+#: the nvCOMP release whose batched calls this module makes
 _MAJOR = 6
 #: where each frame, decoded tile and scratch starts, in bytes: above nvCOMP's alignments
 _ALIGN = 256
@@ -60,7 +60,7 @@ class _Properties(ctypes.Structure):
 
 @functools.cache
 def _lib() -> ctypes.CDLL | None:
-    """nvCOMP's library with its batched zstd calls typed; None where it is missing or of
+    """nvCOMP's library with the batched calls made here typed; None where it is missing or of
     another major release (whose calls differ)."""
     try:
         from nvidia.libnvcomp.load import load_library
@@ -75,27 +75,16 @@ def _lib() -> ctypes.CDLL | None:
         return None
     n, p, n_out = ctypes.c_size_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)
     compress, decompress = _CompressOpts, _DecompressOpts
-    signatures = {  # zstd.h: every pointer is a device address but the sizes out (n_out)
+    signatures = {  # as in zstd.h etc.: every pointer a device address but the sizes out (n_out)
         "nvcompBatchedZstdCompressGetMaxOutputChunkSize": (n, compress, n_out),
         "nvcompBatchedZstdCompressGetTempSize": (n, n, compress, n_out, n, p),
         "nvcompBatchedZstdCompressAsync": (p, p, n, n, p, n, p, p, compress, p, p),
         "nvcompGetStatusString": (ctypes.c_int,),
     }
+    sizing, decoding = (n, n, decompress, n_out, n, p), (p, p, p, p, n, p, n, p, decompress, p, p)
     for name, _, _ in DECODERS.values():
-        signatures[f"nvcompBatched{name}DecompressGetTempSize"] = (n, n, decompress, n_out, n, p)
-        signatures[f"nvcompBatched{name}DecompressAsync"] = (
-            p,
-            p,
-            p,
-            p,
-            n,
-            p,
-            n,
-            p,
-            decompress,
-            p,
-            p,
-        )
+        signatures[f"nvcompBatched{name}DecompressGetTempSize"] = sizing
+        signatures[f"nvcompBatched{name}DecompressAsync"] = decoding
     try:
         for name, args in signatures.items():
             fn = getattr(lib, name)
