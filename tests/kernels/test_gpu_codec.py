@@ -111,6 +111,32 @@ def test_compressing_keeps_no_device_memory():
         assert cp.cuda.Device().mem_info[0] >= before - (16 << 20)
 
 
+def test_coding_takes_no_more_than_counted():
+    """What compressing and decoding a block take on the device, its scratch included (nvCOMP's
+    scratch grows by megabytes a tile, so a block of small tiles takes most), stays within what
+    a chunk is counted for (:func:`encode_bytes`, :func:`decode_bytes`)."""
+    import cupy as cp
+
+    from tilelabel.kernels import gpu_codec
+
+    pool = cp.get_default_memory_pool()
+    for shape, tile in (((256, 256, 256), (32, 32, 32)), ((256, 256, 256), (128, 128, 128))):
+        block = cp.arange(np.prod(shape), dtype=cp.uint32).reshape(shape) // 7
+        for _ in range(2):  # the second time, with nvCOMP's kernels loaded
+            pool.free_all_blocks()
+            before = pool.total_bytes()
+            frames = gpu_codec.zstd_tiles(block, tile)
+            assert pool.total_bytes() - before <= gpu_codec.encode_bytes(shape, tile, 4)
+            pool.free_all_blocks()
+            before = pool.total_bytes()
+            back = gpu_codec.decode_block("zstd", frames, tile, shape, np.uint32)
+            assert pool.total_bytes() - before <= block.nbytes + gpu_codec.decode_bytes(
+                shape, tile, 4
+            )
+            assert bool((back == block).all())
+            del back
+
+
 #: the compressions whose chunks the GPU decodes, at levels other than their defaults
 COMPRESSORS = {
     (2, "zstd"): numcodecs.Zstd(level=9),

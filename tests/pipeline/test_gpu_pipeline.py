@@ -409,7 +409,7 @@ def test_defaults_given_up_on_a_full_gpu(tmp_path, caplog, give_up):
 
             def room(block, encode=False):
                 ((need, device, pool, _),) = c.run(
-                    chunk_memory, block, "uint32", 26, encode=encode
+                    chunk_memory, block, "uint32", 26, tile=storage, encode=encode
                 ).values()
                 return need, device + pool
 

@@ -326,19 +326,11 @@ class CUDABackend:
         return labels, n, *self.label_stats_first(labels, n, offset, intensity, moments)
 
 
-#: device bytes nvCOMP's zstd takes per byte of output, beside the labels: its copy of the tiles,
-#: the frames and its scratch (``benchmarks/gpu_encode.py`` measures it)
-_ENCODE_BYTES = 9
-
-#: bytes per input byte beside the assembled block while it is decoded: the frames, at most
-#: the block's size, and nvCOMP's decoded tiles (:func:`.gpu_codec.decode_block`)
-_DECODE_BYTES = 2
-
-
 def device_memory(
     block_shape: tuple[int, ...],
     dtype,
     connectivity: int,
+    tile: tuple[int, ...],
     encode: bool = False,
     input_itemsize: int = 1,
 ) -> tuple[int, int, int, str]:
@@ -352,9 +344,10 @@ def device_memory(
     relabeled output, the scan words (the bitmaps of roots and of seg's tile roots, the prefix
     counts), and per possible label its first-voxel index and LUT entry; a quarter more for
     pool slack.
-    Where nvCOMP is installed, the input's frames and nvCOMP's tiles beside it while it is
-    decoded (:class:`CUDADecoder`). ``encode``: the writing pass may compress the output on
-    the device (:meth:`CUDAEncoder.encode_tiles`), counted only where it can.
+    Where nvCOMP is installed, what decoding the input's storage tiles (``tile``) takes beside
+    it (:class:`CUDADecoder`). ``encode``: the writing pass may compress the output (in tiles
+    of ``tile`` too) on the device (:meth:`CUDAEncoder.encode_tiles`), counted only where it
+    can; nvCOMP sizes both (:func:`.gpu_codec.encode_bytes`, :func:`.gpu_codec.decode_bytes`).
     """
     import cupy as cp
 
@@ -366,13 +359,18 @@ def device_memory(
     if decode:  # the decoder's code on the device is not free for the run
         with thread_stream():
             gpu_codec.warm_decoder()
-    voxels = int(np.prod(block_shape, dtype=np.int64))
+    shape, tile = tuple(block_shape), tuple(tile)
+    voxels = int(np.prod(shape, dtype=np.int64))
     item = np.dtype(dtype).itemsize
-    labels = max_components(tuple(block_shape), int(connectivity))
-    out_copies = 2 + _ENCODE_BYTES if encode else 2
-    inputs = input_itemsize * (1 + (_DECODE_BYTES if decode else 0)) + 1
-    need = voxels * (inputs + out_copies * item) + voxels // 32 * (8 + item)
+    labels = max_components(shape, int(connectivity))
+    need = voxels * (input_itemsize + 1 + 2 * item) + voxels // 32 * (8 + item)
     need += labels * (8 + item)
+    if decode:
+        with thread_stream():
+            need += gpu_codec.decode_bytes(shape, tile, input_itemsize)
+    if encode:
+        with thread_stream():
+            need += gpu_codec.encode_bytes(shape, tile, item)
     free, _ = cp.cuda.Device().mem_info
     return (
         int(need * 1.25),

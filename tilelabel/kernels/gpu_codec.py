@@ -112,6 +112,69 @@ def _pointers(base: int, starts) -> Any:
     return cp.asarray(np.asarray(starts, np.uint64) + np.uint64(base))
 
 
+def _compress_sizes(n: int, size: int) -> tuple[int, int]:
+    """(bytes a frame may take, nvCOMP's scratch) for zstd over ``n`` tiles of ``size`` bytes."""
+    import cupy as cp
+
+    lib, opts = _lib(), _CompressOpts()
+    most, temp = ctypes.c_size_t(), ctypes.c_size_t()
+    _check(
+        lib.nvcompBatchedZstdCompressGetMaxOutputChunkSize(size, opts, ctypes.byref(most)),
+        "zstd sizing",
+    )
+    stream = cp.cuda.get_current_stream().ptr
+    _check(
+        lib.nvcompBatchedZstdCompressGetTempSize(
+            n, size, opts, ctypes.byref(temp), n * size, stream
+        ),
+        "zstd sizing",
+    )
+    return most.value, temp.value
+
+
+def _decompress_temp(name: str, n: int, size: int) -> int:
+    """nvCOMP's scratch for its ``name`` decoder over ``n`` tiles of ``size`` bytes."""
+    import cupy as cp
+
+    temp = ctypes.c_size_t()
+    _check(
+        getattr(_lib(), f"nvcompBatched{name}DecompressGetTempSize")(
+            n,
+            size,
+            _DecompressOpts(),
+            ctypes.byref(temp),
+            n * size,
+            cp.cuda.get_current_stream().ptr,
+        ),
+        f"{name} sizing",
+    )
+    return temp.value
+
+
+def _tiles(shape: tuple[int, ...], tile: tuple[int, ...], itemsize: int) -> tuple[int, int]:
+    """(tiles of ``tile`` a block of ``shape`` holds, bytes of one tile)."""
+    n = int(np.prod([-(-s // t) for s, t in zip(shape, tile, strict=True)]))
+    return n, int(np.prod(tile)) * itemsize
+
+
+def encode_bytes(shape: tuple[int, ...], tile: tuple[int, ...], itemsize: int) -> int:
+    """Device bytes compressing a block of ``shape`` (``itemsize`` bytes a voxel) in tiles of
+    ``tile`` takes beside the block (:func:`zstd_tiles`): the tiles, their frames, the frames
+    joined, and nvCOMP's scratch as it sizes it (megabytes a tile, however small the tile)."""
+    n, size = _tiles(shape, tile, itemsize)
+    most, temp = _compress_sizes(n, size)
+    return 2 * n * size + n * _round_up(most) + temp
+
+
+def decode_bytes(shape: tuple[int, ...], tile: tuple[int, ...], itemsize: int) -> int:
+    """Device bytes decoding a block of ``shape`` from tiles of ``tile`` takes beside the block
+    (:func:`decode_block`): the frames (at most the tiles' bytes), the decoded tiles and the
+    scratch of the hungriest of :data:`DECODERS`."""
+    n, size = _tiles(shape, tile, itemsize)
+    temp = max(_decompress_temp(name, n, size) for name, _, _ in DECODERS.values())
+    return n * size + n * _round_up(size) + temp
+
+
 @functools.cache
 def available() -> bool:
     """True when nvCOMP's library (release 6) loads."""
@@ -195,19 +258,10 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
         padded = cp.empty((n, _round_up(size)), np.uint8)
         padded[:, :size] = cp.stack(tiles)
         tiles = list(padded[:, :size])
-    opts, most, temp_bytes = _CompressOpts(), ctypes.c_size_t(), ctypes.c_size_t()
-    _check(
-        lib.nvcompBatchedZstdCompressGetMaxOutputChunkSize(size, opts, ctypes.byref(most)),
-        "zstd sizing",
-    )
-    _check(
-        lib.nvcompBatchedZstdCompressGetTempSize(
-            n, size, opts, ctypes.byref(temp_bytes), n * size, stream.ptr
-        ),
-        "zstd sizing",
-    )
-    stride = _round_up(most.value)
-    temp = cp.empty(max(temp_bytes.value, 1), np.uint8)
+    most, temp_bytes = _compress_sizes(n, size)
+    opts = _CompressOpts()
+    stride = _round_up(most)
+    temp = cp.empty(max(temp_bytes, 1), np.uint8)
     frames = cp.empty(n * stride, np.uint8)
     sources = _pointers(0, [t.data.ptr for t in tiles])
     targets = _pointers(frames.data.ptr, np.arange(n) * stride)
@@ -215,7 +269,7 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     sizes, statuses = cp.empty(n, np.uint64), cp.empty(n, np.int32)
     _check(
         lib.nvcompBatchedZstdCompressAsync(
-            *(sources.data.ptr, lengths.data.ptr, size, n, temp.data.ptr, temp_bytes.value),
+            *(sources.data.ptr, lengths.data.ptr, size, n, temp.data.ptr, temp_bytes),
             *(targets.data.ptr, sizes.data.ptr, opts, statuses.data.ptr, stream.ptr),
         ),
         "zstd compression",
@@ -276,14 +330,8 @@ def decode_block(
     packed.set(host, stream=stream)
     want = int(np.prod(tile)) * dtype.itemsize
     stride = _round_up(want)
-    opts, temp_bytes = _DecompressOpts(), ctypes.c_size_t()
-    _check(
-        getattr(lib, f"nvcompBatched{name}DecompressGetTempSize")(
-            n, want, opts, ctypes.byref(temp_bytes), n * want, stream.ptr
-        ),
-        f"{codec} sizing",
-    )
-    temp = cp.empty(max(temp_bytes.value, 1), np.uint8)
+    opts, temp_bytes = _DecompressOpts(), _decompress_temp(name, n, want)
+    temp = cp.empty(max(temp_bytes, 1), np.uint8)
     decoded = cp.empty((n, stride), np.uint8)
     sources = _pointers(packed.data.ptr, starts)
     targets = _pointers(decoded.data.ptr, np.arange(n) * stride)
@@ -292,7 +340,7 @@ def decode_block(
     _check(
         getattr(lib, f"nvcompBatched{name}DecompressAsync")(
             *(sources.data.ptr, compressed.data.ptr, room.data.ptr, got.data.ptr, n),
-            *(temp.data.ptr, temp_bytes.value, targets.data.ptr, opts, statuses.data.ptr),
+            *(temp.data.ptr, temp_bytes, targets.data.ptr, opts, statuses.data.ptr),
             stream.ptr,
         ),
         f"{codec} decompression",

@@ -147,8 +147,9 @@ class GPUResources:
         r = request
         shape, storage, chunks = r.shape, r.storage, r.chunks
         threads = ex.threads()
-        itemsize = r.like.dtype.itemsize
-        ask = gpu_memory.asker(ex, threads, storage, r.connectivity, itemsize)  # each has a GPU
+        itemsize, tile = r.like.dtype.itemsize, tuple(r.like.chunks)[-len(shape) :]
+        # each worker has a GPU
+        ask = gpu_memory.asker(ex, threads, storage, r.connectivity, itemsize, tile)
         limit = turns(r.gpu_encode, plan_for_storage(shape, storage, storage).nchunks)
         codec = raw_codec(r.like) if limit != 0 else None
         limit = limit if codec is not None else 0

@@ -114,13 +114,15 @@ def asker(
     storage: tuple[int, ...],
     connectivity: int,
     input_itemsize: int = 1,
+    tile: tuple[int, ...] | None = None,
 ) -> Callable[[ChunkPlan, int | None], Problem]:
     """:func:`fit`'s ``ask`` for the workers of the executor ``ex``
     (:mod:`tilelabel.pipeline.executors`): asks them about their GPUs, after a clear error
     where a worker has no usable GPU at all.
 
     ``threads``: per worker, its threads (``ex.threads()``); ``input_itemsize``: bytes per
-    voxel of the input.
+    voxel of the input; ``tile``: the chunks its codec frames hold (inside ``storage``'s
+    shards; default: ``storage``).
     """
     from tilelabel.kernels.backends import BackendUnavailable, cuda_available
 
@@ -137,7 +139,13 @@ def asker(
         if (block, encode) not in reports:
             ldt = local_dtype(block, connectivity)
             reports[block, encode] = ex.each(
-                chunk_memory, block, ldt, connectivity, encode=encode, input_itemsize=input_itemsize
+                chunk_memory,
+                block,
+                ldt,
+                connectivity,
+                tile=tile or storage,
+                encode=encode,
+                input_itemsize=input_itemsize,
             )
         return reports[block, encode]
 
@@ -162,17 +170,24 @@ def chunk_memory(
     block_shape: tuple[int, ...],
     label_dtype,
     connectivity: int,
+    tile: tuple[int, ...],
     encode: bool = False,
     input_itemsize: int = 1,
 ) -> tuple[int, int, int, str]:
     """(bytes one chunk of ``block_shape`` needs on this worker's GPU, bytes free on the device
     now, bytes free in this process's own pool, the device's identity): run on each worker
-    (``Executor.each``), since several workers may share one GPU (same identity). ``encode``: the
-    writing pass may compress the output on the GPU, counted only where it can."""
+    (``Executor.each``), since several workers may share one GPU (same identity). ``tile``: the
+    storage chunks of the input and output; ``encode``: the writing pass may compress the
+    output on the GPU, counted only where it can."""
     from tilelabel.kernels.gpu import device_memory
 
     return device_memory(
-        tuple(block_shape), np.dtype(label_dtype), connectivity, encode, input_itemsize
+        tuple(block_shape),
+        np.dtype(label_dtype),
+        connectivity,
+        tuple(tile),
+        encode=encode,
+        input_itemsize=input_itemsize,
     )
 
 
