@@ -81,7 +81,7 @@ class Fit:
         voxels = chunk_voxels(plan)
         chunk = voxels * label_bytes(plan, connectivity)
         labels = keep.label_budget(keep_labels, chunk, plan.nchunks, threads, per_worker)
-        inputs = keep.INPUT_BYTES_PER_CHUNK_VOXEL * voxels if keep_input else 0
+        inputs = keep.INPUT_BYTES_PER_CHUNK_VOXEL * voxels * per_worker if keep_input else 0
         return cls(plan, labels, inputs, turns)
 
     def held(self, connectivity: int) -> tuple[int, int]:

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-#: The input budget, in bytes per voxel of the run's largest chunk: as many bytes as that chunk's
-#: uint32 labels, which hold the bits of 32 chunks. Memory per worker stays bounded by the chunk
-#: size, and a worker keeps every chunk it labels up to 32 of them.
+#: The input budget per worker thread, in bytes per voxel of the run's largest chunk: as many
+#: bytes as that chunk's uint32 labels, which hold the bits of 32 chunks. Memory per worker
+#: stays bounded by the chunk size times its threads, and a worker keeps every chunk it labels
+#: up to 32 a thread (one worker per GPU labels many chunks).
 INPUT_BYTES_PER_CHUNK_VOXEL = 4
 
 #: The default labels budget, in chunks (the run's largest chunk's local labels) per worker
