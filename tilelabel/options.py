@@ -20,7 +20,7 @@ from typing import Any
 from tilelabel import periodic
 from tilelabel import validate as v
 from tilelabel.cluster.kinds import ClusterSpecError, check_cluster
-from tilelabel.resources.turns import DEFAULT_TURNS, MIN_OUTPUT_TILES
+from tilelabel.resources.turns import MIN_OUTPUT_TILES
 
 
 class OptionError(ValueError):
@@ -364,10 +364,9 @@ class Options:
         doc="Used where nvCOMP is installed and the output's chunks are plain zstd (level 3 or "
         "below, no checksum, not sharded): the frames are standard zstd. A count: at most that "
         "many of a GPU's worker threads compress at once, and a write that finds none free for "
-        "about as long as the host would take goes to the host; None (the default): "
-        f"{DEFAULT_TURNS} per GPU where the output has at least {MIN_OUTPUT_TILES} storage "
-        "chunks and the GPUs have room for the encoder, else none; True: every chunk; False: "
-        "none.",
+        "about as long as the host would take goes to the host; None (the default): every "
+        f"chunk where the output has at least {MIN_OUTPUT_TILES} storage chunks and the GPUs "
+        "have room for the encoder, else none; True: every chunk; False: none.",
         check=_gpu_encode,
         exclusive=True,
         flags=[
@@ -377,8 +376,8 @@ class Options:
                 const=True,
                 help="with cuda, compress every output chunk on the GPU (nvCOMP zstd, where "
                 "installed and the output's codec is plain zstd) instead of zarr on the host "
-                f"(default: --gpu-encoders {DEFAULT_TURNS} where the output has at least "
-                f"{MIN_OUTPUT_TILES} storage chunks, else --no-gpu-encode)",
+                f"(default: where the output has at least {MIN_OUTPUT_TILES} storage chunks "
+                "and the GPUs have room, else --no-gpu-encode)",
             ),
             flag(
                 "--gpu-encoders",

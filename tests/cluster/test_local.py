@@ -173,13 +173,12 @@ def test_every_shipped_config_is_tested():
 @pytest.mark.parametrize(
     "cores, slots, workers, threads, shape",
     [
-        (16, 19, None, None, (16, 1)),  # an 80 GB GPU, 16 cores: a worker per core
-        (16, None, None, None, (16, 1)),  # NVML cannot tell: the cores decide
-        (16, 5, None, None, (5, 1)),  # 22 GiB free: as many threads as fit, one per worker
-        (4, 5, None, None, (4, 1)),
-        (32, 35, None, None, (16, 2)),  # a 141 GB GPU, 32 cores: 16 workers, 2 threads each
-        (32, 19, None, None, (16, 1)),  # room for 19 threads, not 32
-        (16, 5, None, 2, (5, 2)),  # threads named: kept
+        (16, 19, None, None, (1, 8)),  # an 80 GB GPU, 16 cores: one worker, 8 threads
+        (16, None, None, None, (1, 8)),  # NVML cannot tell: the cores decide
+        (16, 5, None, None, (1, 5)),  # 22 GiB free: as many threads as fit
+        (4, 5, None, None, (1, 4)),  # a thread per core
+        (32, 35, None, None, (1, 8)),  # a 141 GB GPU, 32 cores: still 8 threads
+        (16, 5, None, 2, (1, 2)),  # threads named: kept
         (16, None, 1, None, (1, 8)),  # one worker named: its share of the cores, at most 8
         (2, None, 1, None, (1, 2)),
         (16, None, 4, None, (4, 4)),

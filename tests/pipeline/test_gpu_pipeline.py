@@ -195,7 +195,7 @@ def test_cuda_cluster_refuses_more_gpus_than_visible():
         cuda_cluster(gpu_count() + 1)
 
 
-def test_default_gpu_cluster_puts_a_worker_per_core_on_each_gpu():
+def test_default_gpu_cluster_puts_one_worker_on_each_gpu():
     import os
 
     import cupy
@@ -211,13 +211,13 @@ def test_default_gpu_cluster_puts_a_worker_per_core_on_each_gpu():
     with cuda_cluster(dashboard_address=None) as cl:
         with Client(cl, set_as_default=False) as c:
             workers = c.scheduler_info()["workers"].values()
-            assert len(workers) == gpus * per_gpu
+            assert len(workers) == gpus * per_gpu == gpus
             assert {w["nthreads"] for w in workers} == {threads}
 
 
 def test_default_gpu_cluster_fits_the_free_memory(tmp_path):
-    """On a GPU that another process (here this one) mostly holds, the default cluster has as
-    many worker threads as its free memory has room for, one per worker, and labels."""
+    """On a GPU that another process (here this one) mostly holds, the default cluster's worker
+    has as many threads as its free memory has room for, and labels."""
     from distributed import Client
 
     from tilelabel.cluster.gpus import cuda_cluster
@@ -228,7 +228,7 @@ def test_default_gpu_cluster_fits_the_free_memory(tmp_path):
     src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16))
     # two workers' worth, and a half
     with gpu_memory_left(GPU_MEMORY_PER_WORKER * 5 // 2):
-        per_gpu, threads = cluster_shape(usable_cores(), 2)  # 2 x 1 thread
+        per_gpu, threads = cluster_shape(usable_cores(), 2)  # 1 x 2 threads
         with cuda_cluster(1, dashboard_address=None) as cl:
             with Client(cl, set_as_default=False) as c:
                 workers = c.scheduler_info()["workers"].values()

@@ -11,15 +11,16 @@ from tilelabel.resources import turns
 
 
 def test_turns_per_option():
-    assert turns.turns(None) == turns.DEFAULT_TURNS
-    # by default, only an output with enough tiles to repay loading the encoder in every worker
+    assert turns.turns(None) is None
+    # by default the GPU compresses every chunk, of an output with enough tiles to repay
+    # loading the encoder
     enough = turns.MIN_OUTPUT_TILES
-    assert turns.turns(None, enough) == turns.DEFAULT_TURNS
+    assert turns.turns(None, enough) is None
     assert turns.turns(None, enough - 1) == 0
     # 128^3 storage chunks: 640^3 (125 tiles) and up measured faster with the GPU compressing,
     # 512^3 (64 tiles: one processing chunk of MIN_BATCH_TILES) no faster
     for side in (640, 768, 1024):
-        assert turns.turns(None, math.ceil(side / 128) ** 3) == turns.DEFAULT_TURNS
+        assert turns.turns(None, math.ceil(side / 128) ** 3) is None
     assert turns.turns(None, (512 // 128) ** 3) == 0
     assert turns.turns(True, 1) is None and turns.turns(2, 1) == 2  # as asked
     assert turns.turns(True) is None  # no limit: the GPU compresses every chunk

@@ -9,16 +9,17 @@ are those of ``dask worker`` and apply to every worker; the workers on the job's
 are named ``NAME-gpu{d}-{k}``. A signal to this process (Slurm's at the end of a job) goes to every
 ``dask worker`` it started.
 
-``dask cuda worker`` starts one worker per GPU; several single-threaded processes per GPU decode
-and encode zarr chunks in parallel, where one process's threads share one GIL (see
-:func:`tilelabel.cluster.gpus.cuda_cluster`, which does the same on one machine).
+``dask cuda worker`` starts one worker per GPU, as a local GPU cluster does
+(:func:`tilelabel.cluster.gpus.cuda_cluster`); a batch job's shape is fixed when it is
+submitted, and this launcher keeps several single-threaded workers per GPU for it
+(:data:`tilelabel.cluster.jobqueue.MAX_WORKERS_PER_GPU`).
 
 With ``--fit-memory``, K is the most: a GPU gets no more workers than its free memory has room
-for when the job starts (:func:`tilelabel.resources.gpu.cluster_shape`, as a local GPU
-cluster is sized). A batch job is submitted before anyone can ask its GPUs, so every worker
-this module starts has the job's real worker count in its environment (:data:`JOB_ENV`,
-:data:`JOB_WORKERS_ENV`): the submitting process waits for those, not for the count it
-submitted (:func:`tilelabel.cluster.jobqueue.wait_for_workers`).
+for when the job starts (:func:`tilelabel.resources.gpu.memory_slots`). A batch job is
+submitted before anyone can ask its GPUs, so every worker this module starts has the job's
+real worker count in its environment (:data:`JOB_ENV`, :data:`JOB_WORKERS_ENV`): the
+submitting process waits for those, not for the count it submitted
+(:func:`tilelabel.cluster.jobqueue.wait_for_workers`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tilelabel.cluster.gpus import visible_gpus
-from tilelabel.resources.gpu import cluster_shape, memory_slots
+from tilelabel.resources.gpu import memory_slots
 
 #: environment of every worker started here: its job (launcher) and that job's worker count
 JOB_ENV = "TILELABEL_JOB"
@@ -71,7 +72,7 @@ def worker_commands(
         raise RuntimeError("this job sees no GPU (CUDA_VISIBLE_DEVICES is empty)")
     counts = [args.workers_per_gpu] * len(gpus)
     if args.fit_memory:  # K: the GPU's share of the job's cores, the most it may get
-        counts = [cluster_shape(args.workers_per_gpu, slots(gpu))[0] for gpu in gpus]
+        counts = [min(args.workers_per_gpu, slots(gpu) or args.workers_per_gpu) for gpu in gpus]
         for gpu, n in zip(gpus, counts, strict=True):
             if n < args.workers_per_gpu:
                 print(

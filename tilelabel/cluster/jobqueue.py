@@ -7,8 +7,8 @@ run config section, or ``kind: slurm-runner`` for scheduler and workers inside o
    dask worker per core (CPU, single-threaded like the local cluster) or, with ``gpus: N``,
    :mod:`tilelabel.cluster.gpu_worker`, which starts ``workers_per_gpu`` workers on each GPU the
    batch system gives the job (``CUDA_VISIBLE_DEVICES``). By default that is one per core of the
-   GPU's share of the job, at most 16 and at most one per 4 GiB of the GPU's free memory when the
-   job starts, as on a local GPU cluster. Only the GPU directive differs between the systems
+   GPU's share of the job, at most :data:`MAX_WORKERS_PER_GPU` and at most one per 4 GiB of the
+   GPU's free memory when the job starts. Only the GPU directive differs between the systems
    (:data:`GPU_REQUEST`).
 2. A site's ``jobqueue.yaml`` (dask's config) is the base: keys the section leaves out come from
    there, and only where neither gives ``cores`` or ``memory`` do :data:`DEFAULTS` apply.
@@ -36,6 +36,9 @@ log = logging.getLogger("tilelabel")
 
 #: the module GPU jobs run (``python -m ...``): several dask workers per GPU
 GPU_WORKER_COMMAND = "tilelabel.cluster.gpu_worker"
+#: most single-threaded workers a GPU job starts on each GPU by default: a batch job's shape is
+#: fixed when it is submitted, and one worker per GPU is yet to be measured under a batch system
+MAX_WORKERS_PER_GPU = 16
 #: where neither the ``cluster:`` section nor the site's jobqueue config says
 DEFAULTS = {"cores": 1, "memory": "4GiB", "scale": 1, "wait_timeout": 600.0}
 #: spec keys handled here rather than passed on to the dask-jobqueue cluster
@@ -100,8 +103,6 @@ def batch_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     cores = int(kwargs.get("cores") or _site(kind, "cores"))
     gpus = int(spec.get("gpus", 0))
     if gpus:
-        from tilelabel.resources.gpu import cluster_shape
-
         # the site's directives and worker arguments stay; the GPUs' are added to them
         empty = {} if kind == "htcondor" else []
         kwargs.setdefault("job_extra_directives", _site(kind, "job_extra_directives") or empty)
@@ -109,8 +110,8 @@ def batch_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
         kwargs.setdefault("memory", _site(kind, "memory"))
         fit = fits_memory(spec)
         per_gpu = spec.get("workers_per_gpu")
-        if fit:  # a local GPU cluster's shape on the GPU's share of the cores; room: on the node
-            per_gpu = cluster_shape(max(1, cores // gpus), None)[0]
+        if fit:  # a worker per core of the GPU's share, fewer where it has less room (the node)
+            per_gpu = max(1, min(MAX_WORKERS_PER_GPU, cores // gpus))
         kwargs["worker_command"] = GPU_WORKER_COMMAND
         kwargs["worker_extra_args"] = [
             *kwargs["worker_extra_args"],

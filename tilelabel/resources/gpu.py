@@ -1,13 +1,12 @@
 """The ``cuda`` backend's resources: GPU memory, encoder turns, and workers per GPU.
 
 A volume that fits one GPU is labeled in this process, by as many threads as the GPU has room
-for (:meth:`GPUResources.in_process`). Larger volumes get a local GPU cluster: a GPU labels a
-chunk in milliseconds while reading, decoding, encoding and writing its zarr chunks takes host
-threads, which in one process share one GIL, so it gets several single-threaded worker
-processes per GPU (:func:`cluster_shape`). Every worker thread may hold a chunk on the GPU at
-once; the run's plan is checked against the GPUs' free memory with all of them counted
-(:mod:`.gpu_memory`), and a few writes at a time may compress their chunks on the GPU
-(:mod:`.turns`).
+for (:meth:`GPUResources.in_process`). Larger volumes get a local GPU cluster of one worker
+process per GPU, as dask-cuda makes it (:func:`cluster_shape`): the GPU decodes each chunk's
+input, labels it and compresses its output, so the host's threads only move bytes. Every worker
+thread may hold a chunk on the GPU at once; the run's plan is checked against the GPUs' free
+memory with all of them counted (:mod:`.gpu_memory`). Several workers per GPU, where asked for,
+share it through encoder turns (:mod:`.turns`).
 """
 
 from __future__ import annotations
@@ -26,8 +25,9 @@ from tilelabel.storage import Created, raw_chunks, raw_codec
 #: finer overlap below this on a GPU
 TARGET_VOXELS = 512**3
 
-#: most worker processes a local cluster puts on one GPU by default
-MAX_WORKERS_PER_GPU = 16
+#: most worker threads a GPU gets by default: more only queue for the GPU (one worker of 16
+#: threads took 4x the time of one of 8 at 2048^3, ``benchmarks/pipeline.py``)
+THREADS_PER_GPU = 8
 
 #: GPU memory each worker thread should have: a 512^3 chunk needs about 2 GiB, a worker's CUDA
 #: context and kept labels some 1 GiB more
@@ -43,18 +43,19 @@ def cluster_shape(
     """(workers per GPU, threads per worker) on a GPU with ``cores`` cores of the node and room
     for ``slots`` worker threads (None: not known).
 
-    By default one worker thread per core, at most one per slot: every worker thread may hold a
-    chunk on the GPU, so threads beyond its room would only make the run give up its defaults
-    (:mod:`.gpu_memory`). Up to :data:`MAX_WORKERS_PER_GPU` single-threaded workers, and past
-    that more threads each. Given ``workers_per_gpu``, each worker gets its share of the cores
-    as threads (at least 2, at most 8, with one worker per GPU)."""
+    By default one worker per GPU with a thread per core, at most :data:`THREADS_PER_GPU` and
+    one per slot: every worker thread may hold a chunk on the GPU, so threads beyond its room
+    would only make the run give up its defaults (:mod:`.gpu_memory`). Given
+    ``workers_per_gpu``, each worker gets its share of the cores as threads (with one worker,
+    at least 2)."""
     if workers_per_gpu is None:
-        threads = min(cores, slots or cores)
-        workers_per_gpu = min(MAX_WORKERS_PER_GPU, threads)
-        return workers_per_gpu, threads_per_worker or max(1, threads // workers_per_gpu)
+        threads = min(cores, slots or cores, THREADS_PER_GPU)
+        return 1, threads_per_worker or max(1, threads)
     if threads_per_worker is None:
         share = cores // workers_per_gpu
-        threads_per_worker = max(2, min(8, share)) if workers_per_gpu == 1 else max(1, share)
+        threads_per_worker = (
+            max(2, min(THREADS_PER_GPU, share)) if workers_per_gpu == 1 else max(1, share)
+        )
     return workers_per_gpu, threads_per_worker
 
 
@@ -121,15 +122,16 @@ class GPUResources:
     def in_process(
         self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
     ) -> int | None:
-        """A thread per core, at most one per tile and per :data:`GPU_MEMORY_PER_WORKER` of
-        free memory, where the volume fits the first GPU (:func:`fits_one_gpu`) and no workers
-        are asked for."""
+        """A thread per core, at most :data:`THREADS_PER_GPU`, one per tile and one per
+        :data:`GPU_MEMORY_PER_WORKER` of free memory, where the volume fits the first GPU
+        (:func:`fits_one_gpu`) and no workers are asked for."""
         if workers is not None or workers_per_gpu is not None:
             return None
         free = free_memory(first_gpu())
         if free is None or not fits_one_gpu(work, free):
             return None
-        return work.threads(min(usable_cores(), max(1, free // GPU_MEMORY_PER_WORKER)))
+        room = max(1, free // GPU_MEMORY_PER_WORKER)
+        return work.threads(min(usable_cores(), THREADS_PER_GPU, room))
 
     def local_cluster(
         self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None

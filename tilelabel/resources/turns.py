@@ -1,11 +1,11 @@
-"""Which writes the GPU compresses: a few node-wide turns per GPU, the rest go to the host.
+"""Which writes the GPU compresses: by default all, or a few node-wide turns per GPU.
 
-On a node with many cores per GPU, neither side compresses fast enough alone
-(``benchmarks/gpu_encode.py``). So each write, its chunk labeled again on the GPU, tries to take
-one of a few *turns* on its GPU for the compression alone; with one the GPU compresses the chunk,
-and where all stay taken by other workers' writes for about as long as the host would take to
-compress it, it hands the labels to zarr on the host. The GPU stays busy compressing while the
-cores compress the rest, and which side takes a chunk follows how busy each is, not a fixed split.
+With one worker per GPU (the default) the GPU compresses every output chunk of a large enough
+output. Where several workers share a GPU and are given a count of turns (``gpu_encode=N``),
+each write, its chunk labeled again on the GPU, tries to take one of those *turns* on its GPU
+for the compression alone; with one the GPU compresses the chunk, and where all stay taken by
+other workers' writes for about as long as the host would take to compress it, it hands the
+labels to zarr on the host.
 
 Turns are ``flock`` locks on files under the temporary directory, one file per turn and GPU
 (named by host and PCI bus id), so they hold across the worker processes that share a GPU, and
@@ -24,9 +24,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-#: turns per GPU with ``gpu_encode=None`` (the default), where the output is large enough
-DEFAULT_TURNS = 1
 
 #: fewest storage tiles a processing chunk holds where the GPU compresses the output. nvCOMP
 #: compresses a batch's tiles side by side and a GPU runs one process's kernels at a time, so a
@@ -51,11 +48,11 @@ POLL_SECONDS = 0.005
 def turns(gpu_encode: bool | int | None, tiles: int | None = None) -> int | None:
     """Turns per GPU for a ``gpu_encode`` option: 0 (the host compresses everything), a count,
     or None (no limit: the GPU compresses every chunk). ``None`` (the default option) gives
-    :data:`DEFAULT_TURNS` where the output has ``tiles`` storage tiles of at least
-    :data:`MIN_OUTPUT_TILES` (or that is not known yet), else 0."""
+    no limit where the output has ``tiles`` storage tiles of at least :data:`MIN_OUTPUT_TILES`
+    (or that is not known yet), else 0."""
     if gpu_encode is None:
         small = tiles is not None and tiles < MIN_OUTPUT_TILES
-        return 0 if small else DEFAULT_TURNS
+        return 0 if small else None
     if isinstance(gpu_encode, bool):
         return None if gpu_encode else 0
     return gpu_encode
