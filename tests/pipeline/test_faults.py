@@ -227,6 +227,22 @@ with Client(sys.argv[1]) as client:
 """
 
 
+def test_a_write_counts_as_in_flight_from_its_start_on_a_worker(client, sched):
+    """A failed run waits for its writes in flight: on a dask worker a write counts from the
+    moment the worker executes its task, before it enters ``write_chunk`` (a cancelled write
+    may start before the cancel arrives), until it is done."""
+    from tilelabel.pipeline.relabel import write_key, writes_in_flight
+
+    tag = "f00d"
+    fut = client.submit(time.sleep, 3.0, key=write_key(tag, 0), pure=False)
+    other = client.submit(time.sleep, 3.0, key=write_key("beef", 0), pure=False)
+    wait_until(lambda: sum(client.run(writes_in_flight, tag).values()) == 1, 60, "the write")
+    assert sum(client.run(writes_in_flight, "beef").values()) == 1  # each tag its own
+    fut.result(), other.result()
+    wait_until(lambda: sum(client.run(writes_in_flight, tag).values()) == 0, 60, "its end")
+    assert writes_in_flight(tag) == 0  # here, no worker: only write_chunk's own count
+
+
 def test_ctrl_c_in_the_writing_pass_of_the_python_api(tmp_path, client, sched, volume):
     """The same in a user's program on its own cluster: once KeyboardInterrupt reaches it, no
     task of the run is left on the cluster and no write runs."""

@@ -26,10 +26,23 @@ _lock = threading.Lock()
 _in_flight: dict[str, int] = {}
 
 
-def writes_in_flight(tag: str) -> int:
-    """How many writes of ``tag`` run in this process (a failed run waits for none to be left)."""
+def write_key(tag: str, i: int) -> str:
+    """The task key of the ``i``-th write of ``tag``'s writing pass."""
+    return f"tilelabel-write-{tag}-{i}"
+
+
+def writes_in_flight(tag: str, dask_worker: Any = None) -> int:
+    """How many writes of ``tag`` run in this process (a failed run waits for none to be left).
+    On a dask worker (``dask_worker``, which ``Client.run`` passes), a write it executes counts
+    from its start: a cancelled write can start before the cancel arrives, and run a moment before
+    it enters :func:`write_chunk`."""
     with _lock:
-        return _in_flight.get(tag, 0)
+        inside = _in_flight.get(tag, 0)
+    if dask_worker is None:
+        return inside
+    prefix = write_key(tag, 0)[:-1]
+    started = sum(str(ts.key).startswith(prefix) for ts in list(dask_worker.state.executing))
+    return max(inside, started)
 
 
 @contextlib.contextmanager

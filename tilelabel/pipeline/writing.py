@@ -108,7 +108,7 @@ def write(
             encoder=encoder,
             marks=marks,
             tag=tag,
-            key=f"tilelabel-write-{tag}-{i}",
+            key=relabel.write_key(tag, i),
             where=holders.get(idx),
         )
         for i, (idx, spec) in enumerate(zip(idxs, passes.specs, strict=True))
