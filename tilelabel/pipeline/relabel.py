@@ -26,9 +26,13 @@ _lock = threading.Lock()
 _in_flight: dict[str, int] = {}
 
 
+def _write_prefix(tag: str) -> str:
+    return f"tilelabel-write-{tag}-"
+
+
 def write_key(tag: str, i: int) -> str:
     """The task key of the ``i``-th write of ``tag``'s writing pass."""
-    return f"tilelabel-write-{tag}-{i}"
+    return f"{_write_prefix(tag)}{i}"
 
 
 def writes_in_flight(tag: str, dask_worker: Any = None) -> int:
@@ -40,7 +44,7 @@ def writes_in_flight(tag: str, dask_worker: Any = None) -> int:
         inside = _in_flight.get(tag, 0)
     if dask_worker is None:
         return inside
-    prefix = write_key(tag, 0)[:-1]
+    prefix = _write_prefix(tag)
     started = sum(str(ts.key).startswith(prefix) for ts in list(dask_worker.state.executing))
     return max(inside, started)
 

@@ -272,9 +272,7 @@ class ZarrSource:
             try:
                 held = shards.chunks_in(data, int(np.prod(per)), layout.sharding)
             except ValueError as e:
-                key = arr.metadata.encode_chunk_key(
-                    self.index + tuple(f + i for f, i in zip(first, at, strict=True))
-                )
+                key = arr.metadata.encode_chunk_key(coords[idxs.index(at)])
                 raise CorruptChunk(f"shard {key} of {self.url}: {e}") from e
             for k, frame in held:
                 idx = tuple(

@@ -43,9 +43,9 @@ def layout(arr) -> ShardLayout | None:
     index = [type(c).__name__ for c in sharding.index_codecs]
     if index not in (["BytesCodec"], ["BytesCodec", "Crc32cCodec"]):
         return None
-    if _endian(sharding.codecs[0]) not in ("little", "None") or _endian(
-        sharding.index_codecs[0]
-    ) not in ("little", "None"):
+    if any(
+        _endian(c) not in ("little", "None") for c in (sharding.codecs[0], sharding.index_codecs[0])
+    ):
         return None
     where = str(getattr(sharding.index_location, "value", sharding.index_location))
     return ShardLayout(index_first=where == "start", checksum=len(index) == 2)
