@@ -72,10 +72,11 @@ def test_shifted_pairs_equal_a_pass_per_shift(shape, density):
         for _ in range(2)
     )
     shifts = list(itertools.product((-1, 0, 1), repeat=len(shape)))
-    la, lb = borders._shift_pairs(a, b, shifts)
+    la, lb = borders._unique_pairs(borders._shift_pairs(a, b, shifts))
     assert la.dtype == lb.dtype == np.uint32 and la.shape == lb.shape
     want = set().union(*(_pairs_by_pass(a, b, s) for s in shifts))
     assert set(zip(la.tolist(), lb.tolist(), strict=True)) == want
+    assert la.size == len(want)
     for shift in shifts:  # one shift alone, too
-        la, lb = borders._shift_pairs(a, b, [shift])
+        la, lb = borders._unique_pairs(borders._shift_pairs(a, b, [shift]))
         assert set(zip(la.tolist(), lb.tolist(), strict=True)) == _pairs_by_pass(a, b, shift)

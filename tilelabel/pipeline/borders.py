@@ -52,50 +52,55 @@ def _shift_pairs(
     shifts: Sequence[Sequence[int]],
     va: np.ndarray | None = None,
     vb: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> np.ndarray:
     """Label pairs (a[p], b[p + shift]) for every shift, where both are foreground (and with
-    the source values ``va`` and ``vb`` of those voxels, of one value).
+    the source values ``va`` and ``vb`` of those voxels, of one value), packed as
+    ``a << 32 | b`` (uint64), repeats of the pair before dropped.
 
-    ``a``'s foreground is found once and looked up in ``b`` at each shift, rather than a pass
-    over the whole face per shift (9 per face under full connectivity): a face is mostly
-    background, and this step is on the merge's critical path.
+    ``a``'s foreground is found once and looked up in ``b``, flattened, at each shift, rather
+    than a pass over the whole face per shift (9 per face under full connectivity): a face is
+    mostly background, and this step is on the merge's critical path. Neighbouring voxels
+    mostly give the pair before, so dropping those repeats leaves little to sort.
     """
+    if a.shape != b.shape:
+        raise ValueError(f"contact planes of shapes {a.shape} and {b.shape}")
     if a.ndim == 0:  # a corner: one voxel each
         a, b, shifts = a.reshape(1), b.reshape(1), [(0,)] * len(shifts)
         if va is not None:
             va, vb = va.reshape(1), vb.reshape(1)
-    coords = np.nonzero(a)
-    values = a[coords]
-    own = None if va is None else va[coords]
-    las, lbs = [], []
+    # b in a frame of background one voxel wide: a shift past its edge reads background
+    framed = np.pad(b, 1)
+    fg = np.flatnonzero(a)
+    at = np.ravel_multi_index(tuple(c + 1 for c in np.unravel_index(fg, a.shape)), framed.shape)
+    strides = np.cumprod((1, *framed.shape[:0:-1]))[::-1]  # elements per step along each axis
+    high = a.reshape(-1)[fg].astype(np.uint64) << np.uint64(32)
+    framed = framed.reshape(-1)
+    if va is not None:
+        own = np.ascontiguousarray(va).reshape(-1)[fg]
+        values = np.pad(vb, 1).reshape(-1)
+    out = []
     for shift in shifts:
-        at, inside = [], None
-        for c, s, n in zip(coords, shift, b.shape, strict=True):
-            if s:
-                c = c + s
-                fits = c >= 0 if s < 0 else c < n
-                inside = fits if inside is None else inside & fits
-            at.append(c)
-        la, oa = values, own
-        if inside is not None:
-            at = [c[inside] for c in at]
-            la = values[inside]
-            oa = None if own is None else own[inside]
-        lb = b[tuple(at)]
+        there = at + int(np.dot(shift, strides))
+        lb = framed[there]
         both = lb != 0
-        if oa is not None:
-            both &= vb[tuple(at)] == oa
-        las.append(la[both])
-        lbs.append(lb[both])
-    return np.concatenate(las), np.concatenate(lbs)
+        if va is not None:
+            both &= values[there] == own
+        out.append((high | lb)[both])
+    packed = np.concatenate(out) if out else np.empty(0, np.uint64)
+    if packed.size > 1:
+        new = np.empty(packed.size, bool)
+        new[0] = True
+        np.not_equal(packed[1:], packed[:-1], out=new[1:])
+        packed = packed[new]
+    return packed
 
 
-def _unique_pairs(la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (a, b) pairs of uint32 positions. A face holds many contacts per distinct pair;
-    both sides packed in one uint64 make this a 1-D sort (``unique(axis=0)`` sorts rows through
-    a void view, many times slower and holding the GIL)."""
-    packed = np.unique((la.astype(np.uint64) << np.uint64(32)) | lb.astype(np.uint64))
-    return packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)
+def _unique_pairs(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (a, b) pairs of uint32 positions from :func:`_shift_pairs`' packed pairs: a
+    1-D sort (``unique(axis=0)`` on rows sorts through a void view, many times slower and
+    holding the GIL)."""
+    packed = np.unique(packed)
+    return (packed >> np.uint64(32)).astype(np.uint32), packed.astype(np.uint32)
 
 
 #: a border label across the merge is named ``chunk ordinal << POSITION_BITS | position``, its
@@ -166,7 +171,7 @@ def chunk_pairs(
                 shifts.append(shift)
         if not shifts:  # no neighbour of the structure lies across this edge or corner
             continue
-        la, lb = _unique_pairs(*_shift_pairs(a, b, shifts, va, vb))
+        la, lb = _unique_pairs(_shift_pairs(a, b, shifts, va, vb))
         if la.size:
             pa = (np.int64(ordinal) << POSITION_BITS) + (la.astype(np.int64) - 1)
             pb = (np.int64(other) << POSITION_BITS) + (lb.astype(np.int64) - 1)
