@@ -110,6 +110,44 @@ def test_cpu_and_gpu_outputs_identical(tmp_path, cuda_client, client):
         assert ma == mb
 
 
+AUTO_FROM_A_CLIENT_WITHOUT_GPU = """
+import sys
+from dask_cuda import LocalCUDACluster
+from distributed import Client
+import tilelabel
+src, dst = sys.argv[1:]
+with LocalCUDACluster(CUDA_VISIBLE_DEVICES="0", n_workers=1, dashboard_address=None) as cl:
+    with Client(cl) as c:
+        n = tilelabel.label_zarr(src, dst, client=c)
+print(n)
+"""
+
+
+def test_auto_is_settled_on_the_workers(tmp_path):
+    """backend "auto" with a client: the workers' GPUs decide, not the calling process's. The
+    caller here sees no GPU; its GPU worker labels."""
+    import subprocess
+    import sys
+
+    img = random_volume((48, 40, 36), 0.3, 1, seed=12)
+    src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 12))
+    dst = str(tmp_path / "out.zarr")
+    env = {**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", AUTO_FROM_A_CLIENT_WITHOUT_GPU, src, dst],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    ref, rn = ndimage.label(img, np.ones((3, 3, 3)))
+    assert done.stdout.split() == [str(rn)]
+    out = zarr.open_array(dst)
+    assert out.attrs["tilelabel"]["backend"] == "cuda"
+    np.testing.assert_array_equal(out[...], ref)
+
+
 def test_cupy_arrays_label_on_the_gpu():
     import cupy as cp
 

@@ -78,7 +78,7 @@ def open_executor(run: Run, client: Client | None = None) -> Iterator[Executor]:
     (:func:`tilelabel.cluster.local.connect`)."""
     o = run.options
     if client is None and o.scheduler is None and o.cluster is None:
-        client = _active_client()
+        client = active_client()
     if client is None and o.scheduler is None and o.cluster is None:
         threads = run.resources.in_process(
             run.work, workers=o.workers, workers_per_gpu=o.workers_per_gpu
@@ -101,7 +101,7 @@ def open_executor(run: Run, client: Client | None = None) -> Iterator[Executor]:
         yield DaskExecutor(c)
 
 
-def _active_client() -> Client | None:
+def active_client() -> Client | None:
     """This process's dask.distributed client, if it has one (never imports distributed)."""
     if "distributed" not in sys.modules:
         return None

@@ -36,11 +36,11 @@ from tilelabel import connectivity as conn_mod
 from tilelabel import periodic
 from tilelabel.cluster import heap
 from tilelabel.dtypes import check_values
-from tilelabel.kernels.backends import resolve_backend
+from tilelabel.kernels.backends import cuda_available, resolve_backend
 from tilelabel.options import Options
 from tilelabel.pipeline import graph as graph_mod
 from tilelabel.pipeline import stats as stats_mod
-from tilelabel.pipeline.executors import Executor, open_executor
+from tilelabel.pipeline.executors import Executor, active_client, open_executor
 from tilelabel.pipeline.finishing import Result, complete_already, finish
 from tilelabel.pipeline.labeling import Passes, label
 from tilelabel.pipeline.local import Labeler
@@ -89,6 +89,8 @@ class Run:
     phases: dict[str, float] = field(default_factory=dict)
     #: the wrapped axes (periodic boundaries, :mod:`tilelabel.periodic`)
     wrap: tuple[int, ...] = ()
+    #: ``auto`` is settled on the workers once the executor is open (:func:`settle_backend`)
+    backend_on_workers: bool = False
 
     def lap(self, phase: str) -> None:
         """Record ``phase`` as ending now, having begun when the last one ended."""
@@ -115,6 +117,7 @@ def label_zarr(
     try:
         run.output.take()  # the last check of step 0: the output's lease
         with open_executor(run, client) as ex:
+            settle_backend(run, ex)
             fit = plan_run(run, ex)  # 1. plan
             graph = build_graph(run, fit)  # the tasks of steps 2 to 5
             with kept_between_passes(ex, graph):
@@ -160,9 +163,13 @@ def open_run(
     if o.multilabel:
         check_values(volume.array.dtype)
     wrap = periodic.axes(len(volume.shape), o.wrap_axes)
-    backend = resolve_backend(o.backend)
-    resources = for_backend(backend)
     remote = o.cluster is not None and o.cluster["kind"] not in ("local", "local-cuda")
+    # on a cluster the run does not start, "auto" is its workers' to settle (settle_backend)
+    on_workers = o.backend == "auto" and (
+        client is not None or o.scheduler is not None or remote or active_client() is not None
+    )
+    backend = "cpu" if on_workers else resolve_backend(o.backend)
+    resources = for_backend(backend)
     if client is None and o.scheduler is None and not remote:
         resources.check_here()  # before a local cluster starts for it
     inputs = {"input": volume.image.url if volume.image else volume.url}
@@ -187,13 +194,27 @@ def open_run(
         intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
     labeler = Labeler(backend, connectivity, o.algorithm, multilabel=o.multilabel)
     run = Run(o, volume, output, labeler, resources, None, stats, intensity, progress, started)
-    run.wrap = wrap
+    run.wrap, run.backend_on_workers = wrap, on_workers
     if output.mode in ("resume", "done"):
         run.options = resumed(run)
     # a bad chunk size is refused here, before a cluster starts
     itemsize = volume.array.dtype.itemsize
     run.work = Work.of(volume.shape, volume.storage_chunks, run.options.chunks, itemsize)
     return run
+
+
+def settle_backend(run: Run, ex: Executor) -> None:
+    """``auto`` on a cluster the run did not start: ``cuda`` where every worker has a usable
+    GPU, else ``cpu``. Asked of the workers, not this process: a client without a GPU may drive
+    GPU workers, and asking here would load CUDA into the caller for nothing."""
+    if not run.backend_on_workers:
+        return
+    usable = ex.each(cuda_available)
+    backend = "cuda" if usable and all(usable.values()) else "cpu"
+    log.info("backend 'auto' on %d workers: %s", len(usable), backend)
+    run.labeler = dataclasses.replace(run.labeler, backend=backend)
+    run.resources = for_backend(backend)
+    run.backend_on_workers = False
 
 
 def resumed(run: Run) -> Options:
