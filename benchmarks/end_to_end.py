@@ -6,9 +6,9 @@ teardown, compilation included), on the same input, in one run:
 - ``tilelabel``: ``tilelabel label IN OUT`` with the default settings (compile caches warm: an
   untimed run of the same size fills them);
 - ``tilelabel-cold``: the same with empty CuPy and numba caches (a fresh machine or install);
-- ``tilelabel-processes``: the same on a local cluster of worker processes, as a run whose
-  volume does not fit one process gets (``--workers-per-gpu 16`` on a GPU, ``--workers
-  CORES`` on the CPU backend);
+- ``tilelabel-processes``: the same on a local cluster, as a run whose volume does not fit one
+  process gets (``--workers 1``: a worker on the GPU, on a GPU; ``--workers CORES`` on the CPU
+  backend);
 - ``tilelabel-wrap``: ``tilelabel label IN OUT --wrap z,y,x`` (periodic boundaries: other
   labels, so its output is not compared with the others);
 - ``notebook``: one process that starts a cluster (``LocalCUDACluster()`` with a GPU, else
@@ -162,7 +162,7 @@ def command(
     if method.startswith("tilelabel"):
         cmd = [*py, "-m", "tilelabel.cli", "label", src, dst, "--overwrite", "-q", *flags]
         if method == "tilelabel-processes":
-            cmd += ["--workers-per-gpu", "16"] if backend == "cuda" else ["--workers", str(cores)]
+            cmd += ["--workers", "1" if backend == "cuda" else str(cores)]
         if method == "tilelabel-wrap":
             cmd += ["--wrap", "z,y,x"]
         return cmd

@@ -22,13 +22,15 @@ kernel, all workers and their threads) and minor page faults, taken as the run e
   labels kept: the writing pass labels every chunk's kept bits again);
 - ``tilelabel-gpu-reread`` / ``tilelabel-cpu-reread``: the same with ``keep_labels=0`` and
   ``keep_input=False`` (the writing pass reads, decodes and labels every chunk again);
-- ``tilelabel-gpu-gpuencode`` / ``tilelabel-gpu-hostencode`` / ``tilelabel-gpu-gpuencodeN``:
-  ``tilelabel-gpu`` with ``gpu_encode=True`` / ``False`` / ``N`` (nvCOMP compresses every
-  output chunk on the GPU / zarr all of them on the host / at most N writes per GPU compress
-  on it at once, the rest on the host; ``tilelabel-gpu``: tilelabel's default);
-- any GPU method ``@W`` or ``@WxT`` (``tilelabel-gpu-gpuencode@4x1``): that method on W
-  workers per GPU (of T threads each) instead of ``--workers-per-gpu`` (and
-  ``--threads-per-worker``), so that one input serves several cluster shapes;
+- ``tilelabel-gpu-gpuencode`` / ``tilelabel-gpu-hostencode``: ``tilelabel-gpu`` with
+  ``gpu_encode=True`` / ``False`` (nvCOMP compresses every output chunk on the GPU / zarr all
+  of them on the host; ``tilelabel-gpu``: tilelabel's default);
+- any GPU method ``@1xT`` (``tilelabel-gpu@1x4``): that method with T threads in each GPU's
+  worker instead of ``--threads-per-worker``, so that one input serves several shapes;
+- any GPU method ``+plain``: on ``dask_cuda.LocalCUDACluster()`` with dask-cuda's defaults
+  (one worker per GPU, one thread), as a notebook makes it; ``+dask-cuda-worker``: behind a
+  ``dask scheduler`` with one ``dask cuda worker --nthreads T`` (T: ``--threads-per-worker``,
+  default 8), both started as processes of their own, as on an existing cluster;
 - ``dask-image``: ``dask_image.ndmeasure.label`` with the same structure, stored with ``to_zarr``.
 
     python benchmarks/pipeline.py --sizes 1024 2048 --densities 0.05 0.2 --out DIR
@@ -232,19 +234,87 @@ def pinned(cores: int | None):
         every_thread(mine)
 
 
-def gpu_cluster(gpus: int, threads: int | None, per_gpu: int | None, per_worker: int | None = None):
-    """tilelabel's GPU cluster on ``gpus`` GPUs: ``per_gpu`` workers per GPU (None: tilelabel's
-    default) sharing ``threads`` host threads per GPU (None: tilelabel's default), so that
-    adding GPUs adds the host threads that come with them (as on a cluster of GPU nodes; the
-    caller holds the run to those cores, see :func:`pinned`, so tilelabel's default shape
-    counts only them). ``per_worker`` overrides the task threads of each worker (their codec
-    pools still span every core they may use)."""
-    per_thread = per_worker
-    if per_thread is None and threads is not None and per_gpu is not None:
-        per_thread = max(1, threads // per_gpu)
-    return cuda_cluster(
-        gpus, per_gpu, threads_per_worker=per_thread, dashboard_address=None, memory_limit=0
-    )
+def gpu_cluster(gpus: int, per_worker: int | None = None, kind: str = ""):
+    """A GPU cluster on ``gpus`` GPUs, one worker on each: tilelabel's (``per_worker`` task
+    threads, None: tilelabel's default for the cores the caller holds the run to, see
+    :func:`pinned`), a plain ``LocalCUDACluster()`` (``kind`` ``plain``), or a scheduler and
+    ``dask cuda worker`` processes (``dask-cuda-worker``)."""
+    if kind == "plain":
+        from dask_cuda import LocalCUDACluster
+
+        return LocalCUDACluster(
+            CUDA_VISIBLE_DEVICES=",".join(map(str, range(gpus))), dashboard_address=None
+        )
+    if kind == "dask-cuda-worker":
+        return CudaWorkerProcesses(gpus, per_worker or 8)
+    return cuda_cluster(gpus, threads_per_worker=per_worker, dashboard_address=None, memory_limit=0)
+
+
+class CudaWorkerProcesses:
+    """``dask scheduler`` and ``dask cuda worker --nthreads T`` as processes of their own, as on
+    a cluster a user started; used as a cluster (a context manager that a Client takes)."""
+
+    def __init__(self, gpus: int, threads: int):
+        import tempfile
+
+        self.dir = tempfile.mkdtemp(prefix="dask-cuda-worker-")
+        self.file = os.path.join(self.dir, "scheduler.json")
+        py = sys.executable
+        self.procs = [
+            subprocess.Popen(
+                [
+                    py,
+                    "-m",
+                    "distributed.cli.dask_scheduler",
+                    "--scheduler-file",
+                    self.file,
+                    "--no-dashboard",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        ]
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self.file) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        worker = "from dask_cuda.cli import worker; worker()"
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    py,
+                    "-c",
+                    worker,
+                    "--scheduler-file",
+                    self.file,
+                    "--nthreads",
+                    str(threads),
+                    "--no-dashboard",
+                    "--memory-limit",
+                    "0",
+                ],
+                env={**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus)))},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        self.gpus = gpus
+
+    @property
+    def scheduler_address(self) -> str:
+        return json.load(open(self.file))["address"]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in reversed(self.procs):
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def task_kind(key) -> str:
@@ -420,7 +490,7 @@ def in_subprocess(method: str, src: str, dst: str, args) -> list[dict]:
 
 
 #: the variants' suffixes after a method's base name (see the module docstring)
-SUFFIXES = re.compile(r"(-keep|-nokeep|-reread|-hostencode|-gpuencode\d*)+$")
+SUFFIXES = re.compile(r"(-keep|-nokeep|-reread|-hostencode|-gpuencode)+$")
 
 
 def keep_labels_option(method: str, budget: int) -> int | None:
@@ -434,17 +504,14 @@ def keep_labels_option(method: str, budget: int) -> int | None:
 
 
 def is_gpu(method: str) -> bool:
-    return SUFFIXES.sub("", method.partition("@")[0]).endswith("-gpu")
+    return SUFFIXES.sub("", method.partition("@")[0].partition("+")[0]).endswith("-gpu")
 
 
-def gpu_encode_option(method: str) -> bool | int | None:
+def gpu_encode_option(method: str) -> bool | None:
     """``label_zarr``'s gpu_encode for a method name (see the module docstring)."""
     if method.endswith("-hostencode"):
         return False
-    found = re.search(r"-gpuencode(\d*)$", method)
-    if found is None:
-        return None
-    return int(found[1]) if found[1] else True
+    return True if method.endswith("-gpuencode") else None
 
 
 def stored_bytes(path: str) -> int:
@@ -452,37 +519,39 @@ def stored_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
-def cluster_shape(method: str) -> tuple[str, int | None, int | None]:
-    """A method name without its ``@W`` / ``@WxT`` suffix, and W and T (None where absent)."""
+def cluster_shape(method: str) -> tuple[str, str, int | None]:
+    """A method name without its ``+KIND`` and ``@1xT`` suffixes, KIND ("" where absent) and T
+    (None where absent)."""
     name, _, shape = method.partition("@")
+    name, _, kind = name.partition("+")
+    if kind not in ("", "plain", "dask-cuda-worker"):
+        raise ValueError(f"{method}: expected +plain or +dask-cuda-worker")
     if not shape:
-        return name, None, None
-    found = re.fullmatch(r"(\d+)(?:x(\d+))?", shape)
+        return name, kind, None
+    found = re.fullmatch(r"1x(\d+)", shape)
     if found is None:
-        raise ValueError(f"{method}: expected METHOD@W or METHOD@WxT")
-    return name, int(found[1]), int(found[2]) if found[2] else None
+        raise ValueError(f"{method}: expected METHOD@1xT (one worker per GPU, T threads)")
+    return name, kind, int(found[1])
 
 
-def run_method(
-    method: str, src: str, dst: str, args, gpus: int = 1, per_gpu: int | None = None
-) -> list[dict]:
+def run_method(method: str, src: str, dst: str, args, gpus: int = 1) -> list[dict]:
     """One row per run of ``method`` (``--repeat`` runs, one after the other on one fresh
     cluster: the first pays the workers' first use, the later ones show a warm cluster)."""
-    method, own_per_gpu, per_worker = cluster_shape(method)
+    method, kind, per_worker = cluster_shape(method)
     gpu = is_gpu(method)
     cores = gpus * args.threads_per_gpu if gpu and args.threads_per_gpu else None
-    shape = (own_per_gpu or per_gpu, per_worker or args.threads_per_worker)
     with pinned(cores):
-        rows = _run_method(method, src, dst, args, gpu, gpus, shape)
+        rows = _run_method(method, src, dst, args, gpu, gpus, kind, per_worker)
     return [r | {"cores": cores} for r in rows]
 
 
-def _run_method(method, src, dst, args, gpu, gpus, shape) -> list[dict]:
-    cluster = (
-        gpu_cluster(gpus, args.threads_per_gpu, *shape) if gpu else cpu_cluster(args.cpu_workers)
-    )
+def _run_method(method, src, dst, args, gpu, gpus, kind, per_worker) -> list[dict]:
+    per_worker = per_worker or args.threads_per_worker
+    cluster = gpu_cluster(gpus, per_worker, kind) if gpu else cpu_cluster(args.cpu_workers)
     rows = []
-    with cluster, Client(cluster, set_as_default=False) as client:
+    address = cluster.scheduler_address if isinstance(cluster, CudaWorkerProcesses) else cluster
+    with cluster, Client(address, set_as_default=False) as client:
+        client.wait_for_workers(gpus or 1, timeout=300)
         for repeat in range(args.repeat):
             try:
                 rows.append(_timed_run(method, src, dst, args, gpu, client) | {"repeat": repeat})
@@ -720,14 +789,6 @@ def main() -> None:
         help="task threads of each GPU worker (default: its share of the GPU's threads)",
     )
     p.add_argument(
-        "--workers-per-gpu",
-        type=int,
-        nargs="+",
-        default=[None],
-        help="worker process counts per GPU to run the GPU methods with (default: tilelabel's "
-        "cluster default, one single-threaded worker per core up to 16)",
-    )
-    p.add_argument(
         "--time-limit",
         type=float,
         default=300.0,
@@ -835,15 +896,13 @@ def main() -> None:
                     f"# {size}^3 d={density}: input written in {time.perf_counter() - t0:.1f} s",
                     flush=True,
                 )
-            gpu_runs = [(g, w) for g in args.gpus for w in args.workers_per_gpu]
-            own_shape = [(g, None) for g in args.gpus]  # METHOD@W: not crossed with the list
             runs = [
-                (m, g, w, env)
+                (m, g, env)
                 for env in args.env
                 for m in args.methods
-                for g, w in ((own_shape if "@" in m else gpu_runs) if is_gpu(m) else [(0, 0)])
+                for g in (args.gpus if is_gpu(m) else [0])
             ]
-            for method, gpus, per_gpu, env in runs:
+            for method, gpus, env in runs:
                 if method == "dask-image" and size > args.dask_image_max:
                     continue
                 if method.startswith("tilelabel-cpu") and size > args.cpu_max:
@@ -855,7 +914,7 @@ def main() -> None:
                         if method == "dask-image":
                             done = in_subprocess(method, src, dst, args)
                         else:
-                            done = run_method(method, src, dst, args, gpus, per_gpu)
+                            done = run_method(method, src, dst, args, gpus)
                 except TimeoutError:
                     done = [{"timeout": args.time_limit}]
                 except Exception as e:  # record and go on: one method failing is a result too
@@ -872,8 +931,6 @@ def main() -> None:
                         gpus=gpus,
                         env=env or None,
                     )
-                    if gpus and "workers" in r:
-                        r["workers_per_gpu"] = r["workers"] // gpus
                     if "seconds" in r:
                         r["gvox_s"] = size**3 / r["seconds"] / 1e9
                     rows.append(r)
@@ -893,7 +950,6 @@ def main() -> None:
         "host": platform.node(),
         "cpus": usable_cores(),
         "gpus": args.gpus,
-        "workers_per_gpu": args.workers_per_gpu,
         "threads_per_gpu": args.threads_per_gpu,
         "threads_per_worker": args.threads_per_worker,
         "env": args.env,

@@ -63,8 +63,8 @@ def test_values_are_normalised_as_they_are_checked():
     assert got.chunks == (64, 32, 16) and type(got.chunks[1]) is int
     assert got.connectivity == 6 and type(got.connectivity) is int
     assert got.dtype == "uint64" and got.keep_labels == 8 * 10**9
-    assert options.checked({"gpu_encode": 3, "keep_input": False}) == {
-        "gpu_encode": 3,
+    assert options.checked({"gpu_encode": True, "keep_input": False}) == {
+        "gpu_encode": True,
         "keep_input": False,
     }
     with pytest.raises(OptionError, match="unknown option 'colour'"):
@@ -75,12 +75,12 @@ def test_values_are_normalised_as_they_are_checked():
 
 def test_flags_given_are_the_options_given():
     args = build_parser().parse_args(
-        ["label", "a.zarr", "-c", "6", "--no-keep-input", "--gpu-encoders", "2", "--channel", "1"]
+        ["label", "a.zarr", "-c", "6", "--no-keep-input", "--gpu-encode", "--channel", "1"]
     )
     assert options.given(args) == {
         "input": "a.zarr",
         "connectivity": 6,
         "keep_input": False,
-        "gpu_encode": 2,
+        "gpu_encode": True,
         "channel": 1,
     }

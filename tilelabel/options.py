@@ -20,7 +20,7 @@ from typing import Any
 from tilelabel import periodic
 from tilelabel import validate as v
 from tilelabel.cluster.kinds import ClusterSpecError, check_cluster
-from tilelabel.resources.turns import MIN_OUTPUT_TILES
+from tilelabel.resources.encoding import MIN_OUTPUT_TILES
 
 
 class OptionError(ValueError):
@@ -71,19 +71,6 @@ def option(
     return field(default=default, metadata={"spec": spec})
 
 
-def _integer_text(check: v.Check) -> v.Check:
-    """``check`` of an integer given as text (a flag's value); not an integer fails it too."""
-
-    def on_text(text: str):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        return check(value)
-
-    return on_text
-
-
 def parsed(check: v.Check):
     """argparse type from a check that takes strings: its message on a bad value."""
     import argparse
@@ -115,15 +102,6 @@ def _stats(value: Any) -> bool | str:
     if isinstance(value, bool):
         return value
     return v.text("true, false, or a path or URL for the statistics table (.parquet)")(value)
-
-
-def _gpu_encode(value: Any) -> bool | int:
-    if isinstance(value, bool):
-        return value
-    try:
-        return v.index(value)
-    except ValueError:
-        raise ValueError("true, false or a number of GPU encoder turns (an integer >= 0)") from None
 
 
 _OME = "OME-Zarr image input"
@@ -252,13 +230,6 @@ class Options:
         check=v.positive_int,
         flags=[flag("--workers", type=int)],
     )
-    workers_per_gpu: int | None = option(
-        None,
-        "worker processes per GPU of the local GPU cluster (default: one per core of the GPU's "
-        "share of the node, at most 16 and one per 4 GiB of its free memory)",
-        check=v.positive_int,
-        flags=[flag("--workers-per-gpu", type=int, metavar="N")],
-    )
     cluster: dict[str, Any] | None = option(
         None,
         "the cluster that runs it: a mapping with a kind (local, local-cuda, scheduler, slurm, "
@@ -358,16 +329,14 @@ class Options:
             )
         ],
     )
-    gpu_encode: bool | int | None = option(
+    gpu_encode: bool | None = option(
         None,
         "with cuda, compress output chunks on the GPU (nvCOMP zstd) instead of zarr on the host",
         doc="Used where nvCOMP is installed and the output's chunks are plain zstd (level 3 or "
-        "below, no checksum, not sharded): the frames are standard zstd. A count: at most that "
-        "many of a GPU's worker threads compress at once, and a write that finds none free for "
-        "about as long as the host would take goes to the host; None (the default): every "
+        "below, no checksum): the frames are standard zstd. None (the default): every "
         f"chunk where the output has at least {MIN_OUTPUT_TILES} storage chunks and the GPUs "
         "have room for the encoder, else none; True: every chunk; False: none.",
-        check=_gpu_encode,
+        check=v.boolean,
         exclusive=True,
         flags=[
             flag(
@@ -378,14 +347,6 @@ class Options:
                 "installed and the output's codec is plain zstd) instead of zarr on the host "
                 f"(default: where the output has at least {MIN_OUTPUT_TILES} storage chunks "
                 "and the GPUs have room, else --no-gpu-encode)",
-            ),
-            flag(
-                "--gpu-encoders",
-                type=parsed(_integer_text(v.index)),
-                metavar="N",
-                help="let at most N worker threads per GPU compress output chunks on it at "
-                "once; a write waits for one of those turns about as long as the host would "
-                "take to compress its chunk, else hands it to zarr on the host",
             ),
             flag(
                 "--no-gpu-encode",

@@ -34,72 +34,44 @@ def test_slurm_gpu_job_script():
     assert "-p gpu" in d and "-t 02:00:00" in d and "--gres=gpu:4" in d
     assert "--cpus-per-task=16" in d and "--mem=128G" in d
     line = worker_line(script)
-    # tilelabel's launcher: 16 cores over 4 GPUs, so 4 single-threaded workers on each GPU
+    # tilelabel's launcher: a worker on each of the 4 GPUs, with the 16 cores' share as threads
     assert re.search(r" -m tilelabel.cluster.gpu_worker tcp://\S+ ", line), line
-    assert "--nthreads 1" in line and "--memory-limit 8.00GiB" in line
-    assert "--workers-per-gpu 4 --fit-memory" in line and "--nworkers" not in line
-    assert jobqueue.workers_per_job(spec) == 16
+    assert "--nthreads 4" in line and "--memory-limit 32.00GiB" in line
+    assert "--nworkers" not in line and "--workers-per-gpu" not in line
+    assert jobqueue.workers_per_job(spec) == 4
 
 
-def test_slurm_gpu_workers_per_gpu():
+def test_slurm_gpu_jobs_start_a_worker_per_gpu():
     base = {"kind": "slurm", "gpus": 2, "cores": 8, "memory": "64GiB"}
-    kwargs = jobqueue.batch_kwargs({**base, "workers_per_gpu": 2})
-    assert kwargs["processes"] == 4 and kwargs["cores"] == 8
-    assert kwargs["worker_extra_args"][-2:] == ["--workers-per-gpu", "2"]
+    kwargs = jobqueue.batch_kwargs(base)
+    assert kwargs["processes"] == 2 and kwargs["cores"] == 8
     assert "--gres=gpu:2" in kwargs["job_extra_directives"]
-    # more workers than cores: the job asks for a core per worker
-    kwargs = jobqueue.batch_kwargs({**base, "workers_per_gpu": 8})
-    assert kwargs["processes"] == 16 and kwargs["cores"] == 16
-    # at most 16 per GPU by default, at least one
-    assert jobqueue.batch_kwargs({**base, "cores": 64, "gpus": 1})["processes"] == 16
+    # fewer cores than GPUs: the job asks for a core per worker
     assert jobqueue.batch_kwargs({**base, "cores": 1})["processes"] == 2
-    spec = config.validate({"cluster": {**base, "workers_per_gpu": 3}})["cluster"]
-    assert jobqueue.workers_per_job(spec) == 6
+    assert jobqueue.batch_kwargs({**base, "cores": 1})["cores"] == 2
+    with pytest.raises(config.ConfigError, match="workers_per_gpu"):
+        config.validate({"cluster": {**base, "workers_per_gpu": 3}})
 
 
-def test_gpu_jobs_fit_their_workers_to_the_gpus_unless_told_how_many():
-    base = {"kind": "slurm", "gpus": 2, "cores": 8, "memory": "64GiB"}
-    assert "--fit-memory" in jobqueue.batch_kwargs(base)["worker_extra_args"]
-    assert (
-        "--fit-memory"
-        not in jobqueue.batch_kwargs({**base, "workers_per_gpu": 4})["worker_extra_args"]
-    )
-
-
-def test_wait_for_workers_takes_the_count_the_jobs_started(monkeypatch, caplog):
-    """Real workers on a real scheduler. Workers a GPU job started say how many it started
-    (their environment): the wait ends when those are there, not at the count submitted.
-    Workers that say nothing (CPU jobs) count at the submitted number per job."""
+def test_wait_for_workers(caplog):
+    """Real workers on a real scheduler: the wait ends when the workers are there, or after its
+    timeout with those there are, if any."""
     from distributed import Client, LocalCluster
 
-    from tilelabel.cluster.gpu_worker import JOB_ENV, JOB_WORKERS_ENV
-
-    # in-process workers: their environment is this process's
-    monkeypatch.setenv(JOB_ENV, "node1:42")
-    monkeypatch.setenv(JOB_WORKERS_ENV, "2")
     with (
         LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster,
         Client(cluster, set_as_default=False) as c,
     ):
-        assert jobqueue.wait_for_workers(c, jobs=1, per_job=16, timeout=120) == 2
+        assert jobqueue.wait_for_workers(c, 2, timeout=120) == 2
         assert "starting with" not in caplog.text
-        # a second job not yet heard from counts at its submitted 16
-        assert jobqueue.wait_for_workers(c, jobs=2, per_job=16, timeout=1) == 2
-        assert "starting with 2 of 18 workers" in caplog.text
-        caplog.clear()
-        monkeypatch.delenv(JOB_ENV)
-    with (
-        LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster,
-        Client(cluster, set_as_default=False) as c,
-    ):
-        assert jobqueue.wait_for_workers(c, jobs=1, per_job=3, timeout=1) == 2
+        assert jobqueue.wait_for_workers(c, 3, timeout=1) == 2
         assert "starting with 2 of 3 workers" in caplog.text
     with (
         LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster,
         Client(cluster, set_as_default=False) as c,
         pytest.raises(RuntimeError, match="no dask worker connected within 1.0 s"),
     ):
-        jobqueue.wait_for_workers(c, jobs=1, per_job=1, timeout=1.0)
+        jobqueue.wait_for_workers(c, 1, timeout=1.0)
 
 
 def test_cpu_job_script_and_options():
@@ -145,7 +117,7 @@ def header(script: str, prefix: str) -> list[str]:
     return [line[len(prefix) :].strip() for line in script.splitlines() if line.startswith(prefix)]
 
 
-GPU_JOB = {"gpus": 2, "cores": 8, "memory": "64GiB", "workers_per_gpu": 2, "queue": "gpuq"}
+GPU_JOB = {"gpus": 2, "cores": 8, "memory": "64GiB", "queue": "gpuq"}
 
 
 @pytest.mark.parametrize(
@@ -163,11 +135,11 @@ def test_gpu_job_scripts_of_every_batch_system(kind, prefix, gpu_directive):
     assert gpu_directive in header(script, prefix)
     line = worker_line(script)
     assert re.search(r" -m tilelabel.cluster.gpu_worker tcp://\S+ ", line), line
-    assert "--nthreads 2" in line and "--workers-per-gpu 2" in line and "--nworkers" not in line
-    assert "--memory-limit 16.00GiB" in line  # 64 GiB over the job's 4 workers
+    assert "--nthreads 4" in line and "--nworkers" not in line
+    assert "--memory-limit 32.00GiB" in line  # 64 GiB over the job's 2 workers
     assert (
         jobqueue.workers_per_job(config.validate({"cluster": {"kind": kind, **GPU_JOB}})["cluster"])
-        == 4
+        == 2
     )
 
 
@@ -177,7 +149,7 @@ def test_htcondor_job_script():
     script = script_of("htcondor", disk="2GiB", **job)
     assert re.search(r"^request_gpus = 2$", script, re.M), script
     assert re.search(r"^RequestCpus = MY.DaskWorkerCores$", script, re.M)
-    assert "tilelabel.cluster.gpu_worker" in script and "--workers-per-gpu 2" in script
+    assert "tilelabel.cluster.gpu_worker" in script and "--nthreads 4" in script
     cpu = script_of("htcondor", disk="2GiB", cores=4, memory="8GiB")
     assert "request_gpus" not in cpu and "--nworkers 4" in cpu and "--nthreads 1" in cpu
 
@@ -220,7 +192,7 @@ import json
 from tilelabel.cluster import jobqueue
 print(json.dumps([
     jobqueue.job_script({"kind": "slurm"}),
-    jobqueue.job_script({"kind": "slurm", "gpus": 2, "workers_per_gpu": 1}),
+    jobqueue.job_script({"kind": "slurm", "gpus": 2}),
     jobqueue.job_script({"kind": "slurm", "cores": 2, "job_extra_directives": ["--qos=low"]}),
 ]))
 """
@@ -248,7 +220,7 @@ def test_a_site_jobqueue_yaml_is_honoured(tmp_path):
     assert "--nworkers 6" in worker_line(cpu) and "--lifetime 55m" in worker_line(cpu)
     d = directives(gpu)
     assert {"--qos=high", "--constraint=skylake", "--gres=gpu:2"} <= set(d)
-    assert "--lifetime 55m" in worker_line(gpu) and "--workers-per-gpu 1" in worker_line(gpu)
+    assert "--lifetime 55m" in worker_line(gpu) and "--nthreads 3" in worker_line(gpu)
     d = directives(own)
     assert "--qos=low" in d and "--qos=high" not in d and "--cpus-per-task=2" in d
 

@@ -14,7 +14,7 @@ from scipy import ndimage
 from tests.conftest import write_zarr
 from tilelabel import config
 from tilelabel.cli import main
-from tilelabel.resources.gpu import cluster_shape
+from tilelabel.resources.gpu import worker_threads
 from tilelabel.synth import random_volume
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -145,20 +145,6 @@ def test_local_gpu_config_runs(tmp_path, monkeypatch):
     np.testing.assert_array_equal(labels, ndimage.label(img, FULL3)[0])
 
 
-@pytest.mark.gpu
-def test_workers_per_gpu_flag_starts_that_many_workers(tmp_path, monkeypatch, capfd):
-    from tilelabel.kernels.backends import cuda_available
-
-    if not cuda_available() or importlib.util.find_spec("dask_cuda") is None:
-        pytest.skip("needs a usable GPU and dask-cuda")
-    monkeypatch.chdir(tmp_path)
-    img = sample(tmp_path)
-    argv = ["label", "sample.zarr", "labels.zarr", "--backend", "cuda", "--workers", "1"]
-    assert run(*argv, "--workers-per-gpu", "2", "--chunks", "16,20,12") == 0
-    assert "local dask cluster of 2 workers" in capfd.readouterr().err
-    np.testing.assert_array_equal(zarr.open_array("labels.zarr")[...], ndimage.label(img, FULL3)[0])
-
-
 def test_every_shipped_config_is_tested():
     """A new file in configs/ needs a test that runs it (or its job script)."""
     assert sorted(p.name for p in CONFIGS.glob("*.yaml")) == [
@@ -171,18 +157,15 @@ def test_every_shipped_config_is_tested():
 
 
 @pytest.mark.parametrize(
-    "cores, slots, workers, threads, shape",
+    "cores, slots, threads",
     [
-        (16, 19, None, None, (1, 8)),  # an 80 GB GPU, 16 cores: one worker, 8 threads
-        (16, None, None, None, (1, 8)),  # NVML cannot tell: the cores decide
-        (16, 5, None, None, (1, 5)),  # 22 GiB free: as many threads as fit
-        (4, 5, None, None, (1, 4)),  # a thread per core
-        (32, 35, None, None, (1, 8)),  # a 141 GB GPU, 32 cores: still 8 threads
-        (16, 5, None, 2, (1, 2)),  # threads named: kept
-        (16, None, 1, None, (1, 8)),  # one worker named: its share of the cores, at most 8
-        (2, None, 1, None, (1, 2)),
-        (16, None, 4, None, (4, 4)),
+        (16, 19, 8),  # an 80 GB GPU, 16 cores: 8 threads
+        (16, None, 8),  # NVML cannot tell: the cores decide
+        (16, 5, 5),  # 22 GiB free: as many threads as fit
+        (4, 5, 4),  # a thread per core
+        (32, 35, 8),  # a 141 GB GPU, 32 cores: still 8 threads
+        (0, None, 1),
     ],
 )
-def test_cluster_shape(cores, slots, workers, threads, shape):
-    assert cluster_shape(cores, slots, workers, threads) == shape
+def test_worker_threads(cores, slots, threads):
+    assert worker_threads(cores, slots) == threads

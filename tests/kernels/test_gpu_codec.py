@@ -41,7 +41,6 @@ def test_frames_decode_on_the_cpu(shape, tile, dtype):
     be = get_backend("cuda")
     enc = be.encoder
     assert enc.available("zstd") and not enc.available("blosc")
-    assert isinstance(enc.device(), str)  # the GPU's bus id
     img = random_volume(shape, 0.3, 1, seed=5)
     if shape[0] > tile[0]:
         img[: tile[0]] = 0  # a slab of empty tiles, left out

@@ -13,7 +13,7 @@ import tilelabel
 from tests.cases import check_layout_kept, storage_layouts
 from tests.conftest import gpu_memory_left, write_zarr
 from tilelabel.connectivity import structure
-from tilelabel.kernels.backends import cuda_available, get_backend
+from tilelabel.kernels.backends import cuda_available
 from tilelabel.synth import random_volume
 
 pytestmark = [
@@ -195,37 +195,6 @@ def test_two_gpus(tmp_path):
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], ref)
 
 
-@pytest.mark.parametrize("keep_labels", [0, 1 << 30])
-def test_several_workers_per_gpu(tmp_path, keep_labels):
-    """Worker processes sharing each GPU (cuda_cluster's workers_per_gpu): every one of them
-    labels chunks, each sees the GPU it was given, and the output is scipy's."""
-    from distributed import Client, get_task_stream
-
-    from tilelabel.cluster.gpus import cuda_cluster
-
-    gpus = min(gpu_count(), 2)
-    img = random_volume((96, 80, 72), 0.3, 1, seed=6)
-    src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 24))
-    with cuda_cluster(gpus, 3, threads_per_worker=1, dashboard_address=None) as cl:
-        with Client(cl, set_as_default=False) as c:
-            seen = c.run(lambda: __import__("os").environ["CUDA_VISIBLE_DEVICES"].split(",")[0])
-            assert len(seen) == 3 * gpus
-            assert sorted(seen.values()) == sorted([str(g) for g in range(gpus)] * 3)
-            with get_task_stream(c) as ts:
-                n = tilelabel.label_zarr(
-                    src,
-                    str(tmp_path / "out.zarr"),
-                    chunks=(32, 32, 24),
-                    backend="cuda",
-                    client=c,
-                    keep_labels=keep_labels,
-                )
-            assert len({t["worker"] for t in ts.data}) == 3 * gpus
-    ref, rn = ndimage.label(img, np.ones((3, 3, 3)))
-    assert n == rn
-    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[...], ref)
-
-
 def test_cuda_cluster_refuses_more_gpus_than_visible():
     from tilelabel.cluster.gpus import cuda_cluster
 
@@ -240,16 +209,16 @@ def test_default_gpu_cluster_puts_one_worker_on_each_gpu():
     from distributed import Client
 
     from tilelabel.cluster.gpus import cuda_cluster
-    from tilelabel.resources.gpu import GPU_MEMORY_PER_WORKER, cluster_shape
+    from tilelabel.resources.gpu import GPU_MEMORY_PER_WORKER, worker_threads
 
     gpus = gpu_count()
     cores = max(1, len(os.sched_getaffinity(0)) // gpus)
     free = cupy.cuda.Device(0).mem_info[0]
-    per_gpu, threads = cluster_shape(cores, free // GPU_MEMORY_PER_WORKER)
+    threads = worker_threads(cores, free // GPU_MEMORY_PER_WORKER)
     with cuda_cluster(dashboard_address=None) as cl:
         with Client(cl, set_as_default=False) as c:
             workers = c.scheduler_info()["workers"].values()
-            assert len(workers) == gpus * per_gpu == gpus
+            assert len(workers) == gpus
             assert {w["nthreads"] for w in workers} == {threads}
 
 
@@ -260,17 +229,17 @@ def test_default_gpu_cluster_fits_the_free_memory(tmp_path):
 
     from tilelabel.cluster.gpus import cuda_cluster
     from tilelabel.cores import usable_cores
-    from tilelabel.resources.gpu import GPU_MEMORY_PER_WORKER, cluster_shape
+    from tilelabel.resources.gpu import GPU_MEMORY_PER_WORKER, worker_threads
 
     img = random_volume((40, 33, 29), 0.3, 1, seed=13)
     src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16))
     # two workers' worth, and a half
     with gpu_memory_left(GPU_MEMORY_PER_WORKER * 5 // 2):
-        per_gpu, threads = cluster_shape(usable_cores(), 2)  # 1 x 2 threads
+        threads = worker_threads(usable_cores(), 2)  # 2 threads
         with cuda_cluster(1, dashboard_address=None) as cl:
             with Client(cl, set_as_default=False) as c:
                 workers = c.scheduler_info()["workers"].values()
-                assert [w["nthreads"] for w in workers] == [threads] * per_gpu
+                assert [w["nthreads"] for w in workers] == [threads]
                 tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), backend="cuda", client=c)
     expected, _ = ndimage.label(img, np.ones((3, 3, 3)))
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "out.zarr"))[:], expected)
@@ -279,13 +248,10 @@ def test_default_gpu_cluster_fits_the_free_memory(tmp_path):
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
     """With nvCOMP the GPU compresses the output chunks itself: zarr reads them back as the
-    labels zarr's own encoder would have stored (edge chunks included), and as scipy's. With
-    a number of turns, a write whose GPU has no turn free leaves its chunk to zarr."""
+    labels zarr's own encoder would have stored (edge chunks included), and as scipy's."""
     import numcodecs
 
-    from tilelabel.kernels import gpu_codec
     from tilelabel.kernels.gpu_codec import available
-    from tilelabel.resources import turns
     from tilelabel.storage.arrays import raw_chunks
 
     if not available():
@@ -293,7 +259,6 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
     img = random_volume((70, 61, 45), 0.3, 1, seed=21)
     img[:16] = 0  # chunks with no label: not stored
     src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16), zarr_format=zarr_format)
-    (gpu_id,) = set(cuda_client.run(lambda: get_backend("cuda").encoder.device()).values())
 
     def run(name, gpu_encode):
         dst = str(tmp_path / f"{name}.zarr")
@@ -303,13 +268,6 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
         return zarr.open_array(dst), _chunk_files(dst)
 
     out = {"gpu": run("gpu", True), "host": run("host", False)}
-    # the runs loaded the encoder in the background of every worker; until then, writes with
-    # a limit on turns go to the host
-    assert all(cuda_client.run(lambda: gpu_codec.WARM.wait(60)).values())
-    out["turn"] = run("turn", 1)
-    with turns.turn(gpu_id, 1) as mine:  # this process holds the GPU's only turn
-        assert mine
-        out["no-turn"] = run("no-turn", 1)
     assert raw_chunks(out["gpu"][0]) is not None
     ref, _ = ndimage.label(img, np.ones((3, 3, 3)))
     for arr, _ in out.values():
@@ -319,8 +277,6 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
     zstd = numcodecs.Zstd()
     assert all(zstd.decode(gpu[k]) == zstd.decode(host[k]) for k in gpu)
     assert any(gpu[k] != host[k] for k in gpu)  # nvCOMP's frames, not zarr's
-    assert out["no-turn"][1] == host  # no turn: zarr wrote every chunk
-    assert any(out["turn"][1][k] != host[k] for k in host)  # the turn was taken
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
@@ -380,8 +336,8 @@ def test_default_gpu_encoding_keeps_enough_tiles_per_chunk(tmp_path, caplog):
 
     from tilelabel.kernels.gpu_codec import available
     from tilelabel.pipeline.plan import plan_for_run
+    from tilelabel.resources.encoding import MIN_BATCH_TILES
     from tilelabel.resources.gpu import TARGET_VOXELS
-    from tilelabel.resources.turns import MIN_BATCH_TILES
 
     if not available():
         pytest.skip("needs nvidia-libnvcomp 6")

@@ -166,13 +166,6 @@ def test_group_input_names_its_arrays(tmp_path):
         tilelabel.label_zarr(str(tmp_path / "g.zarr"), str(tmp_path / "out.zarr"))
 
 
-def test_bad_workers_per_gpu_refused_before_any_work(tmp_path):
-    src = write_zarr(tmp_path / "in.zarr", np.ones((8, 8, 8), np.uint8), (4, 4, 4))
-    with pytest.raises(ValueError, match="bad value 0 for .workers_per_gpu.: expected a positive"):
-        tilelabel.label_zarr(src, str(tmp_path / "out.zarr"), backend="cpu", workers_per_gpu=0)
-    assert not (tmp_path / "out.zarr").exists()
-
-
 def test_chunk_shares_of_the_merge_are_not_root_tasks(tmp_path, client):
     """The merge's one-task steps (resolve, distribute) hold every chunk's border labels. Each
     chunk's share is cut out by a task the scheduler must not treat as a root task: those go to
@@ -353,29 +346,29 @@ def test_numbering_chain_has_one_task_per_level(tmp_path, shape):
     assert max(depth(k) for k in dsk if kind(k) == "finals") == plan.ndim + 1
 
 
-def test_the_gpu_may_compress_only_plain_outputs_when_given_turns(tmp_path):
-    """The writes' decision (from the output): no turns, or lead axes (an OME label image's
-    t/c) whose chunks hold more than one position, leave the chunks to zarr."""
+def test_the_gpu_may_compress_only_plain_outputs(tmp_path):
+    """The writes' decision (from the output): a fit without the GPU's compression, or lead
+    axes (an OME label image's t/c) whose chunks hold more than one position, leave the chunks
+    to zarr."""
     from tilelabel.pipeline.plan import plan_for_storage
     from tilelabel.resources import Fit
+    from tilelabel.resources.encoding import GPUEncoder
     from tilelabel.resources.gpu import GPUResources
     from tilelabel.resources.host import HostResources
-    from tilelabel.resources.turns import TurnEncoder
     from tilelabel.storage import Created, RawChunks
 
     arr = zarr.create_array(tmp_path / "a.zarr", shape=(4, 8, 8), chunks=(2, 4, 4), dtype="u4")
     plan = plan_for_storage(arr.shape, arr.chunks, arr.chunks)
 
-    def encoder(turns, lead=0, resources=None):
+    def encoder(encode, lead=0, resources=None):
         resources = resources or GPUResources()
         created = Created(arr, str(tmp_path / "a.zarr"), (0,) * lead)
-        return resources.encoder(Fit(plan, 0, 0, turns), created)
+        return resources.encoder(Fit(plan, 0, 0, encode), created)
 
-    assert encoder(1) == TurnEncoder(1, RawChunks("zstd", (2, 4, 4)))
-    assert encoder(None) == TurnEncoder(None, RawChunks("zstd", (2, 4, 4)))
-    assert encoder(0) is None
-    assert encoder(1, lead=2) is None
-    assert encoder(1, resources=HostResources()) is None
+    assert encoder(True) == GPUEncoder(RawChunks("zstd", (2, 4, 4)))
+    assert encoder(False) is None
+    assert encoder(True, lead=2) is None
+    assert encoder(True, resources=HostResources()) is None
 
 
 @pytest.mark.parametrize("width", [510, 512])

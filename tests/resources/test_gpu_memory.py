@@ -14,19 +14,20 @@ import math
 import pytest
 
 from tilelabel.pipeline.plan import plan_for_run
-from tilelabel.resources import Fit, gpu_memory, turns
+from tilelabel.resources import Fit, gpu_memory
+from tilelabel.resources.encoding import MIN_BATCH_TILES
 from tilelabel.resources.gpu import TARGET_VOXELS
 from tilelabel.resources.gpu_memory import gpu_memory_problem
 from tilelabel.resources.host import TARGET_VOXELS as CPU_TARGET
 
 
-def fit(ask, planned, conn, threads, turns, keep_labels, keep_input, may_drop, may_shrink=False):
+def fit(ask, planned, conn, threads, encode, keep_labels, keep_input, may_drop, may_shrink=False):
     return gpu_memory.fit(
         ask=ask,
         planned=planned,
         connectivity=conn,
         threads=threads,
-        turns=turns,
+        encode=encode,
         keep_labels=keep_labels,
         keep_input=keep_input,
         may_drop_encoder=may_drop,
@@ -43,7 +44,7 @@ def test_gpu_memory_check_counts_every_thread_sharing_a_gpu():
     four = {w: (2 * gib, 3 * gib, 0, "g0") for w in "abcd"}
     msg = gpu_memory_problem(four, dict.fromkeys("abcd", 1), block, storage)
     assert "4 worker threads share a GPU with 3.0 GiB free" in msg
-    assert "use --chunks 256,256,256 or smaller (or fewer workers per GPU)" in msg
+    assert "use --chunks 256,256,256 or smaller (or fewer worker threads per GPU)" in msg
     pooled = {w: (2 * gib, 3 * gib, 2 * gib, "g0") for w in "abcd"}
     assert gpu_memory_problem(pooled, dict.fromkeys("abcd", 1), block, storage) is None
     # the same four workers on four GPUs fit; two threads each on one GPU do not
@@ -59,26 +60,22 @@ def test_gpu_memory_check_counts_every_thread_sharing_a_gpu():
     assert gpu_memory_problem(pooled, dict.fromkeys("abcd", 1), block, storage, gib)
     # a lone thread gets the plain message
     alone = gpu_memory_problem({"a": (4 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage)
-    assert "a worker's GPU has 3.0 GiB free" in alone and "fewer workers" not in alone
+    assert "a worker's GPU has 3.0 GiB free" in alone and "fewer worker" not in alone
 
 
-def test_gpu_memory_check_counts_the_encoder_for_threads_with_turns():
+def test_gpu_memory_check_counts_the_encoder_for_every_thread():
     gib = 1 << 30
     block, storage = (512, 512, 512), (128, 128, 128)
-    four = {w: (gib, 8 * gib, 0, "g0") for w in "abcd"}
-    threads = dict.fromkeys("abcd", 1)
-    # 4 x 1 GiB to label; 2 GiB more to compress for each thread that may at once
-    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 0) is None
-    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 2) is None
-    msg = gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, 3)
+    four = {"w": (gib, 12 * gib, 0, "g0")}
+    threads = {"w": 4}
+    # 4 x 1 GiB to label; 2 GiB more to compress for each thread where the GPU compresses
+    assert gpu_memory_problem(four, threads, block, storage, 0, 0) is None
+    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib) is None
+    msg = gpu_memory_problem(four, threads, block, storage, 0, 2 * gib + 1)
     assert "(and 2.0 GiB more to compress it there)" in msg
-    msg = gpu_memory_problem(four, threads, block, storage, 0, 2 * gib, None)  # all four
-    assert msg.endswith("(or fewer workers per GPU, or fewer GPU encoders: --gpu-encoders)")
-    # turns beyond the threads sharing the GPU cost nothing
-    two = {w: four[w] for w in "ab"}
-    assert gpu_memory_problem(two, {"a": 1, "b": 1}, block, storage, 0, 2 * gib, 8) is None
+    assert msg.endswith("(or fewer worker threads per GPU)")
     one = {"a": (gib, 3 * gib, 0, "g0")}
-    assert gpu_memory_problem(one, {"a": 1}, block, storage, 0, 2 * gib, 8) is None
+    assert gpu_memory_problem(one, {"a": 1}, block, storage, 0, 2 * gib) is None
 
 
 #: bytes per voxel of the largest chunk that a synthetic GPU needs per thread to label it, and
@@ -89,13 +86,13 @@ NEED, ENCODE = 15, 45
 def gpu(free: int, storage: tuple[int, ...], threads: int = 1):
     """``fit``'s ``ask`` for one worker of ``threads`` threads on a GPU with ``free`` bytes."""
 
-    def ask(plan, turns):
+    def ask(plan, encode):
         voxels = math.prod(plan.max_block_shape())
         report = {"w": (NEED * voxels, free, 0, "g0")}
-        extra = ENCODE * voxels if turns != 0 else 0
+        extra = ENCODE * voxels if encode else 0
         block = plan.max_block_shape()
         return functools.partial(
-            gpu_memory_problem, report, {"w": threads}, block, storage, encode=extra, turns=turns
+            gpu_memory_problem, report, {"w": threads}, block, storage, encode=extra
         )
 
     return ask
@@ -103,7 +100,7 @@ def gpu(free: int, storage: tuple[int, ...], threads: int = 1):
 
 def planner(shape, storage, threads, chunks=None):
     def planned(encoding, largest=None):
-        tiles = turns.MIN_BATCH_TILES if encoding else 1
+        tiles = MIN_BATCH_TILES if encoding else 1
         return plan_for_run(shape, storage, chunks, threads, largest or TARGET_VOXELS, tiles)
 
     return planned
@@ -114,7 +111,7 @@ def test_run_gives_up_default_labels_then_gpu_compression_to_fit(caplog):
     shape, storage, threads = (1024,) * 3, (128,) * 3, 8
     planned = planner(shape, storage, threads, (512,) * 3)
     v = 512**3
-    need, encode = threads * NEED * v, ENCODE * v  # one turn: one thread compresses at a time
+    need, encode = threads * NEED * v, threads * ENCODE * v  # every thread may compress
     labels, bits = 4 * v, v  # a chunk's labels, eight chunks' bits
 
     def run(free, keep_labels=None, may_drop_encoder=True):
@@ -125,29 +122,29 @@ def test_run_gives_up_default_labels_then_gpu_compression_to_fit(caplog):
                 planned,
                 26,
                 threads,
-                1,
+                True,
                 keep_labels,
                 True,
                 may_drop_encoder,
             )
-        return got.turns, got.label_budget, " ".join(r.getMessage() for r in caplog.records)
+        return got.encode, got.label_budget, " ".join(r.getMessage() for r in caplog.records)
 
-    assert run(need + encode + bits + labels) == (1, labels, "")
-    turns, budget, said = run(need + encode + bits + labels - 1)
-    assert (turns, budget) == (1, 0) and "keeps no chunk labels between the passes:" in said
-    turns, budget, said = run(need + encode + bits - 1)
-    assert (turns, budget) == (0, labels) and "so it compresses the output on the host" in said
-    turns, budget, said = run(need + bits + labels - 1)
-    assert (turns, budget) == (0, 0)
+    assert run(need + encode + bits + labels) == (True, labels, "")
+    on_gpu, budget, said = run(need + encode + bits + labels - 1)
+    assert (on_gpu, budget) == (True, 0) and "keeps no chunk labels between the passes:" in said
+    on_gpu, budget, said = run(need + encode + bits - 1)
+    assert (on_gpu, budget) == (False, labels) and "so it compresses the output on the host" in said
+    on_gpu, budget, said = run(need + bits + labels - 1)
+    assert (on_gpu, budget) == (False, 0)
     assert "keeps no chunk labels between the passes and compresses the output on the host" in said
     assert "needs about 1.9 GiB of GPU memory per worker thread" in said  # with the defaults
     with pytest.raises(ValueError, match="use --chunks 384,384,384 or smaller"):
         run(need + bits - 1)
     # what the user asked for by name is not given up
-    assert run(need + encode + bits - 1, keep_labels=labels)[:2] == (0, labels)
+    assert run(need + encode + bits - 1, keep_labels=labels)[:2] == (False, labels)
     with pytest.raises(ValueError, match="each worker keeps 0.6 GiB between the passes"):
         run(need + bits + labels - 1, keep_labels=labels)
-    assert run(need + encode + bits, may_drop_encoder=False)[:2] == (1, 0)
+    assert run(need + encode + bits, may_drop_encoder=False)[:2] == (True, 0)
     with pytest.raises(ValueError, match=r"\(and 5.6 GiB more to compress it there\)"):
         run(need + encode + bits - 1, may_drop_encoder=False)
 
@@ -161,8 +158,8 @@ def test_run_without_the_encoder_is_planned_again():
     assert big.max_block_shape() == (256, 256, 256) and small.nchunks > big.nchunks
     v = math.prod(small.max_block_shape())
     free = threads * NEED * v
-    got = fit(gpu(free, storage, threads), planned, 26, threads, 1, None, False, True)
-    assert got.plan == small and got.turns == 0 and got.label_budget == 0
+    got = fit(gpu(free, storage, threads), planned, 26, threads, True, None, False, True)
+    assert got.plan == small and not got.encode and got.label_budget == 0
 
 
 def test_cpu_runs_keep_their_budgets():
@@ -184,12 +181,12 @@ def test_default_chunks_shrink_until_the_run_fits(caplog):
         planned = planner(shape, storage, threads, chunks)
         ask = gpu(free, storage, threads)
         return fit(
-            ask, planned, 26, threads, 1, None, True, may_drop_encoder, may_shrink=chunks is None
+            ask, planned, 26, threads, True, None, True, may_drop_encoder, may_shrink=chunks is None
         )
 
     with caplog.at_level(logging.WARNING, logger="tilelabel"):
         got = run()
-    assert got.plan.max_block_shape() == (256, 256, 256) and got.turns == 0
+    assert got.plan.max_block_shape() == (256, 256, 256) and not got.encode
     assert got.label_budget == 0  # 512 chunks for 16 threads
     said = caplog.records[-1].getMessage()
     assert "compresses the output on the host and labels in chunks of up to (256, 256, 256)" in said
@@ -199,8 +196,8 @@ def test_default_chunks_shrink_until_the_run_fits(caplog):
     # the encoder named by the user stays, in chunks small enough for it beside the rest
     kept = run(may_drop_encoder=False)
     v = math.prod(kept.plan.max_block_shape())
-    assert kept.turns == 1 and v < 256**3
-    assert threads * NEED * v + ENCODE * v + 4 * v <= free
+    assert kept.encode and v < 256**3
+    assert threads * (NEED + ENCODE) * v + 4 * v <= free
 
 
 def test_shrink_to_fit_keeps_storage_multiples():

@@ -1,5 +1,5 @@
-"""Local clusters of GPU workers: dask-cuda's ``LocalCUDACluster``, with several worker processes
-per GPU where the run's resources ask for them (:func:`tilelabel.resources.gpu.cluster_shape`)."""
+"""Local clusters of GPU workers: dask-cuda's ``LocalCUDACluster``, one worker per GPU with a
+few threads each (:func:`tilelabel.resources.gpu.worker_threads`)."""
 
 from __future__ import annotations
 
@@ -28,16 +28,15 @@ def visible_gpus(env: Mapping[str, str]) -> list[str]:
 
 def cuda_cluster(
     gpus: int | None = None,
-    workers_per_gpu: int | None = None,
     threads_per_worker: int | None = None,
     most_threads: int | None = None,
     **kwargs,
 ):
-    """A ``dask_cuda.LocalCUDACluster`` on the first ``gpus`` GPUs of ``CUDA_VISIBLE_DEVICES``
-    (default: all), with ``workers_per_gpu`` worker processes on each (default, and threads per
-    worker: :func:`tilelabel.resources.gpu.cluster_shape` for the GPU's share of the cores and
-    the room its free memory has, at most ``most_threads`` worker threads in all by default).
-    ``kwargs`` go to ``LocalCUDACluster``."""
+    """A ``dask_cuda.LocalCUDACluster`` of one worker on each of the first ``gpus`` GPUs of
+    ``CUDA_VISIBLE_DEVICES`` (default: all), each of ``threads_per_worker`` threads (default:
+    :func:`tilelabel.resources.gpu.worker_threads` for the GPU's share of the cores and the
+    room its free memory has, at most ``most_threads`` worker threads in all). ``kwargs`` go
+    to ``LocalCUDACluster``."""
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError as e:
@@ -45,60 +44,24 @@ def cuda_cluster(
             "backend 'cuda' starts a dask_cuda.LocalCUDACluster, but dask-cuda is not "
             "installed: pip install 'tilelabel[gpu]' (or pass --scheduler ADDRESS)"
         ) from e
-    from tilelabel.resources.gpu import cluster_shape, memory_slots
+    from tilelabel.resources.gpu import memory_slots, worker_threads
 
     # an empty CUDA_VISIBLE_DEVICES falls back to dask-cuda's count
     visible = visible_gpus(os.environ) or visible_gpus({})
     if gpus is not None and gpus > len(visible):
         raise ValueError(f"{gpus} GPU workers asked for, but only {len(visible)} GPUs are visible")
     devices = visible[: gpus or len(visible)]
-    cores = max(1, usable_cores() // len(devices))
-    if most_threads is not None:  # no more workers than the run has chunks for
-        cores = min(cores, max(1, -(-most_threads // len(devices))))
-    # every GPU gets as many workers: the one with the least room decides
-    known = [s for s in map(memory_slots, devices) if s] if workers_per_gpu is None else []
-    workers_per_gpu, threads_per_worker = cluster_shape(
-        cores, min(known) if known else None, workers_per_gpu, threads_per_worker
-    )
+    if threads_per_worker is None:
+        cores = max(1, usable_cores() // len(devices))
+        if most_threads is not None:  # no more threads than the run has chunks for
+            cores = min(cores, max(1, -(-most_threads // len(devices))))
+        # every GPU's worker gets as many threads: the one with the least room decides
+        known = [s for s in map(memory_slots, devices) if s]
+        threads_per_worker = worker_threads(cores, min(known) if known else None)
     kwargs.setdefault("silence_logs", quiet_logs())
-    cls = LocalCUDACluster if workers_per_gpu == 1 else _shared_gpu_cluster_class()
-    extra = {} if workers_per_gpu == 1 else {"workers_per_gpu": workers_per_gpu}
-    return cls(
+    return LocalCUDACluster(
         CUDA_VISIBLE_DEVICES=",".join(devices),
-        n_workers=len(devices) * workers_per_gpu,
+        n_workers=len(devices),
         threads_per_worker=threads_per_worker,
-        **extra,
         **kwargs,
     )
-
-
-def _shared_gpu_cluster_class():
-    """LocalCUDACluster whose workers are (GPU, slot) pairs instead of one per GPU; defined on
-    first use because dask-cuda is an optional dependency."""
-    from dask_cuda import LocalCUDACluster
-
-    class SharedGPUCluster(LocalCUDACluster):
-        def __init__(self, *args, workers_per_gpu: int, **kwargs):
-            self.workers_per_gpu = workers_per_gpu
-            super().__init__(*args, **kwargs)
-
-        def new_worker_spec(self):
-            # dask-cuda names a worker by its GPU and builds its spec (CUDA_VISIBLE_DEVICES,
-            # NVML index, plugins) from that; here each GPU has several names, and the spec
-            # is dask-cuda's own, built with only that GPU in view
-            devices = self.cuda_visible_devices
-            taken = set(self.worker_spec)
-            name, device = next(
-                (f"gpu{d}-{k}", d)
-                for k in range(self.workers_per_gpu)
-                for d in devices
-                if f"gpu{d}-{k}" not in taken
-            )
-            self.cuda_visible_devices = [device]
-            try:
-                ((_, spec),) = super().new_worker_spec().items()
-            finally:
-                self.cuda_visible_devices = devices
-            return {name: spec}
-
-    return SharedGPUCluster

@@ -5,11 +5,10 @@ run config section, or ``kind: slurm-runner`` for scheduler and workers inside o
    submitting process; ``scale`` jobs are submitted and the run starts once their workers have
    connected (or ``wait_timeout`` seconds have passed and at least one has). Each job runs one
    dask worker per core (CPU, single-threaded like the local cluster) or, with ``gpus: N``,
-   :mod:`tilelabel.cluster.gpu_worker`, which starts ``workers_per_gpu`` workers on each GPU the
-   batch system gives the job (``CUDA_VISIBLE_DEVICES``). By default that is one per core of the
-   GPU's share of the job, at most :data:`MAX_WORKERS_PER_GPU` and at most one per 4 GiB of the
-   GPU's free memory when the job starts. Only the GPU directive differs between the systems
-   (:data:`GPU_REQUEST`).
+   :mod:`tilelabel.cluster.gpu_worker`, which starts one worker on each GPU the batch system
+   gives the job (``CUDA_VISIBLE_DEVICES``), as a local GPU cluster does: a thread per core of
+   the GPU's share of the job, at most 8 and one per 4 GiB of the GPU's free memory when the job
+   starts. Only the GPU directive differs between the systems (:data:`GPU_REQUEST`).
 2. A site's ``jobqueue.yaml`` (dask's config) is the base: keys the section leaves out come from
    there, and only where neither gives ``cores`` or ``memory`` do :data:`DEFAULTS` apply.
 3. One allocation (``slurm-runner``): ``srun -n N tilelabel label ...`` runs the command in every
@@ -34,15 +33,12 @@ from distributed import Client
 
 log = logging.getLogger("tilelabel")
 
-#: the module GPU jobs run (``python -m ...``): several dask workers per GPU
+#: the module GPU jobs run (``python -m ...``): a dask worker on each GPU
 GPU_WORKER_COMMAND = "tilelabel.cluster.gpu_worker"
-#: most single-threaded workers a GPU job starts on each GPU by default: a batch job's shape is
-#: fixed when it is submitted, and one worker per GPU is yet to be measured under a batch system
-MAX_WORKERS_PER_GPU = 16
 #: where neither the ``cluster:`` section nor the site's jobqueue config says
 DEFAULTS = {"cores": 1, "memory": "4GiB", "scale": 1, "wait_timeout": 600.0}
 #: spec keys handled here rather than passed on to the dask-jobqueue cluster
-_OURS = ("kind", "gpus", "workers_per_gpu", "scale", "wait_timeout")
+_OURS = ("kind", "gpus", "scale", "wait_timeout")
 #: kind -> dask-jobqueue's cluster class and its config section (``jobqueue.<name>``)
 BATCH_CLASSES = {
     "slurm": "SLURMCluster",
@@ -108,32 +104,16 @@ def batch_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
         kwargs.setdefault("job_extra_directives", _site(kind, "job_extra_directives") or empty)
         kwargs.setdefault("worker_extra_args", _site(kind, "worker_extra_args") or [])
         kwargs.setdefault("memory", _site(kind, "memory"))
-        fit = fits_memory(spec)
-        per_gpu = spec.get("workers_per_gpu")
-        if fit:  # a worker per core of the GPU's share, fewer where it has less room (the node)
-            per_gpu = max(1, min(MAX_WORKERS_PER_GPU, cores // gpus))
         kwargs["worker_command"] = GPU_WORKER_COMMAND
-        kwargs["worker_extra_args"] = [
-            *kwargs["worker_extra_args"],
-            "--workers-per-gpu",
-            str(per_gpu),
-            *(["--fit-memory"] if fit else []),
-        ]
-        # jobqueue divides the job's cores and memory by its processes: one per worker (the
-        # most: a job whose GPUs have less room starts fewer, and each gets this share)
-        kwargs["processes"] = gpus * per_gpu
-        kwargs["cores"] = max(cores, gpus * per_gpu)
+        # jobqueue divides the job's cores and memory by its processes: one worker per GPU,
+        # whose threads the worker command fits to its GPU
+        kwargs["processes"] = gpus
+        kwargs["cores"] = max(cores, gpus)
         GPU_REQUEST[kind](gpus, kwargs)
     elif "processes" not in kwargs and _site(kind, "processes") is None:
         # single-threaded worker processes, one per core (as LocalCluster does here)
         kwargs["processes"] = cores
     return kwargs
-
-
-def fits_memory(spec: dict[str, Any]) -> bool:
-    """Whether ``spec``'s jobs size their workers by their GPUs' free memory when they start
-    (GPU jobs without ``workers_per_gpu``): their worker count is then only the most."""
-    return bool(int(spec.get("gpus", 0))) and spec.get("workers_per_gpu") is None
 
 
 def batch_cluster(spec: dict[str, Any], **overrides: Any):
@@ -156,36 +136,17 @@ def job_script(spec: dict[str, Any]) -> str:
 
 
 def workers_per_job(spec: dict[str, Any]) -> int:
-    """Workers each job of ``spec`` starts (GPU jobs: the most, see :func:`wait_for_workers`)."""
+    """Workers each job of ``spec`` starts (GPU jobs: one per GPU)."""
     kwargs = batch_kwargs(spec)
     return int(kwargs.get("processes") or _site(spec["kind"], "processes"))
 
 
-def wait_for_workers(client: Client, jobs: int, per_job: int, timeout: float) -> int:
-    """Wait until the workers of ``jobs`` jobs have connected; return how many have.
-
-    A job is counted at ``per_job`` workers until one of its workers says, through its
-    environment (:func:`tilelabel.cluster.gpu_worker.job_of_this_worker`), how many the job
-    really started: a GPU job starts fewer where its GPUs' free memory has room for fewer.
-    After ``timeout`` seconds the run goes on with the workers there are, if any."""
-    from tilelabel.cluster.gpu_worker import job_of_this_worker
-
-    started: dict[str, int] = {}  # job -> the workers it started
-    asked: set[str] = set()
+def wait_for_workers(client: Client, want: int, timeout: float) -> int:
+    """Wait until ``want`` workers have connected; return how many have. After ``timeout``
+    seconds the run goes on with the workers there are, if any."""
     deadline = time.monotonic() + timeout
     while True:
-        workers = list(client.nthreads())
-        new = [w for w in workers if w not in asked]
-        if new:
-            # a worker that left meanwhile answers with its error: asked again if it returns
-            for w, answer in client.run(job_of_this_worker, workers=new, on_error="return").items():
-                if isinstance(answer, Exception):
-                    continue
-                asked.add(w)
-                job, n = answer
-                if job is not None:
-                    started[job] = n
-        have, want = len(workers), sum(started.values()) + per_job * max(0, jobs - len(started))
+        have = len(client.nthreads())
         if have >= want:
             return have
         if time.monotonic() > deadline:
@@ -208,14 +169,13 @@ def connect_batch(spec: dict[str, Any]) -> Iterator[Client]:
         log.debug("job script:\n%s", cluster.job_script())
         cluster.scale(jobs=jobs)
         log.info(
-            "submitted %d %s job(s) for %s%d workers, dashboard at %s",
+            "submitted %d %s job(s) for %d workers, dashboard at %s",
             jobs,
             spec["kind"],
-            "at most " if fits_memory(spec) else "",
             jobs * per_job,
             c.dashboard_link,
         )
-        have = wait_for_workers(c, jobs, per_job, float(spec["wait_timeout"]))
+        have = wait_for_workers(c, jobs * per_job, float(spec["wait_timeout"]))
         log.info("%d workers connected", have)
         yield c
 

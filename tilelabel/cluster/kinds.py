@@ -12,8 +12,8 @@ from tilelabel import validate as v
 
 _text = v.text("a string")
 
-#: the keys every batch kind takes (dask-jobqueue's, and tilelabel's own: gpus,
-#: workers_per_gpu, scale, wait_timeout); keys left out come from the site's jobqueue config
+#: the keys every batch kind takes (dask-jobqueue's, and tilelabel's own: gpus, scale,
+#: wait_timeout); keys left out come from the site's jobqueue config
 _BATCH: dict[str, v.Check] = {
     "queue": _text,
     "walltime": _text,
@@ -21,7 +21,6 @@ _BATCH: dict[str, v.Check] = {
     "memory": _text,
     "processes": v.positive_int,
     "gpus": v.index,
-    "workers_per_gpu": v.positive_int,
     "scale": v.positive_int,
     "wait_timeout": v.positive_number,
     "interface": _text,
@@ -37,9 +36,9 @@ _BATCH: dict[str, v.Check] = {
 CLUSTER_KINDS: dict[str, dict[str, v.Check]] = {
     # a LocalCluster of single-threaded worker processes
     "local": {"workers": v.positive_int},
-    # a dask_cuda.LocalCUDACluster on ``workers`` GPUs of CUDA_VISIBLE_DEVICES (default: all),
-    # ``workers_per_gpu`` worker processes on each (default: tilelabel.resources.gpu)
-    "local-cuda": {"workers": v.positive_int, "workers_per_gpu": v.positive_int},
+    # a dask_cuda.LocalCUDACluster of one worker on each of ``workers`` GPUs of
+    # CUDA_VISIBLE_DEVICES (default: all)
+    "local-cuda": {"workers": v.positive_int},
     # a running scheduler: ``address`` tcp://host:port, or the path of a scheduler file (.json)
     "scheduler": {"address": _text},
     # batch jobs through dask-jobqueue (tilelabel.cluster.jobqueue)

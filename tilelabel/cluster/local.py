@@ -76,17 +76,16 @@ def connect(
     local: Callable[..., Any],
     work: Any,
     workers: int | None = None,
-    workers_per_gpu: int | None = None,
 ) -> Iterator[Client]:
     """Yield a client; clusters started here are closed on exit, others are left running.
 
     Order: ``client``; a ``scheduler`` address (or scheduler file path); a ``cluster:`` section
     (:mod:`.kinds`: ``scheduler`` connects to its address, ``local`` and ``local-cuda`` start
     those clusters, ``slurm``, ``pbs``, ``lsf``, ``sge`` and ``htcondor`` submit dask-jobqueue
-    jobs, ``slurm-runner`` joins the tasks of its allocation); else ``local(work, workers=...,
-    workers_per_gpu=...)``, the run's backend's own local cluster for its
-    :class:`~tilelabel.resources.Work`. ``workers`` and ``workers_per_gpu`` override a local
-    kind's own. A local cluster started here is closed in the background once the run is done
+    jobs, ``slurm-runner`` joins the tasks of its allocation); else ``local(work, workers=...)``,
+    the run's backend's own local cluster for its :class:`~tilelabel.resources.Work`.
+    ``workers`` overrides a local kind's own (with ``cuda``: the GPUs, a worker on each). A
+    local cluster started here is closed in the background once the run is done
     (:func:`close_soon`). The client already active in this process is the caller's to pass.
     """
     if client is not None:
@@ -110,9 +109,8 @@ def connect(
     if kind is not None:  # local or local-cuda
         local = _local_kind(kind)
         workers = workers or cluster.get("workers")
-        workers_per_gpu = workers_per_gpu or cluster.get("workers_per_gpu")
     closed_before()
-    started = local(work, workers=workers, workers_per_gpu=workers_per_gpu)
+    started = local(work, workers=workers)
     try:
         with Client(started) as c:
             log.info(

@@ -28,11 +28,6 @@ class Encoder(Protocol):
     copies back compressed bytes instead of labels.
     """
 
-    def device(self) -> str:
-        """The device this thread's work runs on, the same string in every process that shares
-        it (a GPU's PCI bus id): processes on one device share its encoder."""
-        ...
-
     def available(self, codec: str) -> bool:
         """Whether :meth:`encode_tiles` can compress with ``codec`` here (``"zstd"``)."""
         ...

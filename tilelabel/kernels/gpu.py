@@ -148,9 +148,6 @@ class CUDAEncoder:
     """zstd on this thread's GPU through nvCOMP (:mod:`.gpu_codec`), where nvCOMP is installed:
     a GPU compresses output tiles faster than the host's codec pool and frees its cores."""
 
-    def device(self) -> str:
-        return device_id()
-
     def available(self, codec: str) -> bool:
         from tilelabel.kernels import gpu_codec
 

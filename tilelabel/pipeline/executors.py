@@ -80,9 +80,7 @@ def open_executor(run: Run, client: Client | None = None) -> Iterator[Executor]:
     if client is None and o.scheduler is None and o.cluster is None:
         client = active_client()
     if client is None and o.scheduler is None and o.cluster is None:
-        threads = run.resources.in_process(
-            run.work, workers=o.workers, workers_per_gpu=o.workers_per_gpu
-        )
+        threads = run.resources.in_process(run.work, workers=o.workers)
         if threads:
             with ThreadExecutor(threads) as ex:
                 yield ex
@@ -96,7 +94,6 @@ def open_executor(run: Run, client: Client | None = None) -> Iterator[Executor]:
         local=run.resources.local_cluster,
         work=run.work,
         workers=o.workers,
-        workers_per_gpu=o.workers_per_gpu,
     ) as c:
         yield DaskExecutor(c)
 

@@ -104,7 +104,7 @@ def write_chunk(
     :class:`tilelabel.storage.ZarrTarget`), then the chunk recorded as written in ``marks``
     (:class:`tilelabel.storage.lease.Marks`). ``block``: a reader of the input, called only
     where nothing of the chunk was kept (``slot``); ``encoder``: where set, how the chunk may be
-    compressed on the device (:meth:`tilelabel.resources.turns.TurnEncoder.encode`), whose
+    compressed on the device (:meth:`tilelabel.resources.encoding.GPUEncoder.encode`), whose
     compressed storage chunks the target then stores as they are. While it runs, it counts as
     one of ``tag``'s writes in flight (:func:`writes_in_flight`)."""
     with _writing(tag):

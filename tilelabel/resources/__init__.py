@@ -5,15 +5,15 @@ of the pipeline knows which device it runs on:
 
 1. ``check_here()``: before any work, a clear error where this process cannot run the backend
    (``cuda`` without a usable GPU);
-2. ``in_process(work, workers=, workers_per_gpu=)``: for a run that has no cluster, the threads
+2. ``in_process(work, workers=)``: for a run that has no cluster, the threads
    that label it in this process where its volume (:class:`Work`) fits one process (or one GPU)
    and no workers are asked for, so that a small run pays for no cluster (None: it does not);
-3. ``local_cluster(work, workers=, workers_per_gpu=)``: else the cluster started for it, no
+3. ``local_cluster(work, workers=)``: else the cluster started for it, no
    larger than its chunks can use;
 4. ``fit(ex, request)``: the run's plan on its executor (:mod:`tilelabel.pipeline.executors`)
    and what each worker may keep between the passes (:class:`Fit`): on GPUs, fitted to their
    free memory, giving up defaults that do not fit (:mod:`.gpu_memory`), with the GPU's
-   compression of the output (:mod:`.turns`);
+   compression of the output (:mod:`.gpu`);
 5. ``encoder(fit, created)``: how a write compresses its chunk on the device (None: zarr does,
    on the host).
 
@@ -32,13 +32,9 @@ class Resources(Protocol):
 
     def check_here(self) -> None: ...
 
-    def in_process(
-        self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
-    ) -> int | None: ...
+    def in_process(self, work: Work, *, workers: int | None = None) -> int | None: ...
 
-    def local_cluster(
-        self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
-    ): ...
+    def local_cluster(self, work: Work, *, workers: int | None = None): ...
 
     def fit(self, ex, request: Request) -> Fit: ...
 

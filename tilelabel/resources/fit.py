@@ -47,7 +47,7 @@ class Request:
     connectivity: int
     keep_labels: int | None
     keep_input: bool
-    gpu_encode: bool | int | None
+    gpu_encode: bool | None
     #: the input array, whose compression the output takes
     like: Any
 
@@ -61,8 +61,8 @@ class Fit:
     label_budget: int
     #: bytes of packed input each worker may keep between the passes
     input_budget: int
-    #: writes per GPU that may compress on it at once (:func:`.turns.turns`; 0: none, None: all)
-    turns: int | None = 0
+    #: whether the device compresses the output (:func:`tilelabel.resources.gpu.encodes`)
+    encode: bool = False
 
     @classmethod
     def of(
@@ -72,7 +72,7 @@ class Fit:
         threads: int,
         keep_labels: int | None,
         keep_input: bool,
-        turns: int | None = 0,
+        encode: bool = False,
         per_worker: int = 1,
     ) -> Fit:
         """The run of ``plan`` on a cluster of ``threads`` worker threads, at most
@@ -82,7 +82,7 @@ class Fit:
         chunk = voxels * label_bytes(plan, connectivity)
         labels = keep.label_budget(keep_labels, chunk, plan.nchunks, threads, per_worker)
         inputs = keep.INPUT_BYTES_PER_CHUNK_VOXEL * voxels * per_worker if keep_input else 0
-        return cls(plan, labels, inputs, turns)
+        return cls(plan, labels, inputs, encode)
 
     def held(self, connectivity: int) -> tuple[int, int]:
         """What one worker can hold of this run's (labels, packed input): at most the budgets,

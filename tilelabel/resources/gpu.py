@@ -1,12 +1,12 @@
-"""The ``cuda`` backend's resources: GPU memory, encoder turns, and workers per GPU.
+"""The ``cuda`` backend's resources: GPU memory, the GPU's compression, and the GPU cluster.
 
 A volume that fits one GPU is labeled in this process, by as many threads as the GPU has room
 for (:meth:`GPUResources.in_process`). Larger volumes get a local GPU cluster of one worker
 process per GPU, as dask-cuda makes it (:func:`cluster_shape`): the GPU decodes each chunk's
 input, labels it and compresses its output, so the host's threads only move bytes. Every worker
 thread may hold a chunk on the GPU at once; the run's plan is checked against the GPUs' free
-memory with all of them counted (:mod:`.gpu_memory`). Several workers per GPU, where asked for,
-share it through encoder turns (:mod:`.turns`).
+memory with all of them counted (:mod:`.gpu_memory`). The GPU compresses the output where its
+codec allows (:mod:`.encoding`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import threading
 from tilelabel.cores import usable_cores
 from tilelabel.pipeline.plan import plan_for_run, plan_for_storage
 from tilelabel.resources import gpu_memory
+from tilelabel.resources.encoding import MIN_BATCH_TILES, GPUEncoder, encodes
 from tilelabel.resources.fit import Fit, Request, Work
-from tilelabel.resources.turns import MIN_BATCH_TILES, TurnEncoder, turns
 from tilelabel.storage import Created, raw_chunks, raw_codec
 
 #: voxels per processing chunk aimed for when the run names none: per-chunk host work outweighs
@@ -34,29 +34,13 @@ THREADS_PER_GPU = 8
 GPU_MEMORY_PER_WORKER = 4 << 30
 
 
-def cluster_shape(
-    cores: int,
-    slots: int | None,
-    workers_per_gpu: int | None = None,
-    threads_per_worker: int | None = None,
-) -> tuple[int, int]:
-    """(workers per GPU, threads per worker) on a GPU with ``cores`` cores of the node and room
-    for ``slots`` worker threads (None: not known).
-
-    By default one worker per GPU with a thread per core, at most :data:`THREADS_PER_GPU` and
-    one per slot: every worker thread may hold a chunk on the GPU, so threads beyond its room
-    would only make the run give up its defaults (:mod:`.gpu_memory`). Given
-    ``workers_per_gpu``, each worker gets its share of the cores as threads (with one worker,
-    at least 2)."""
-    if workers_per_gpu is None:
-        threads = min(cores, slots or cores, THREADS_PER_GPU)
-        return 1, threads_per_worker or max(1, threads)
-    if threads_per_worker is None:
-        share = cores // workers_per_gpu
-        threads_per_worker = (
-            max(2, min(THREADS_PER_GPU, share)) if workers_per_gpu == 1 else max(1, share)
-        )
-    return workers_per_gpu, threads_per_worker
+def worker_threads(cores: int, slots: int | None) -> int:
+    """Threads of the one worker of a GPU with ``cores`` cores of the node and room for
+    ``slots`` worker threads (None: not known): a thread per core, at most
+    :data:`THREADS_PER_GPU` and one per slot. Every worker thread may hold a chunk on the GPU,
+    so threads beyond its room would only make the run give up its defaults
+    (:mod:`.gpu_memory`)."""
+    return max(1, min(cores, slots or cores, THREADS_PER_GPU))
 
 
 def free_memory(device: str) -> int | None:
@@ -99,8 +83,8 @@ def fits_one_gpu(work: Work, free: int) -> bool:
 
 def _warm_encoder_soon(codec: str) -> None:
     """Load the GPU encoder in a background thread of this worker while the labeling pass
-    runs, so that no write holds a turn while the library loads (nothing where this process
-    has it loaded already: each such thread makes and drops a stream and a codec of its own)."""
+    runs, so that the first writes do not wait for the library (nothing where this process has
+    it loaded already: each such thread makes and drops a stream and a codec of its own)."""
     from tilelabel.kernels.backends import get_backend
 
     encoder = get_backend("cuda").encoder
@@ -119,13 +103,11 @@ class GPUResources:
 
         get_backend("cuda")  # a clear error where this process has no usable GPU
 
-    def in_process(
-        self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
-    ) -> int | None:
+    def in_process(self, work: Work, *, workers: int | None = None) -> int | None:
         """A thread per core, at most :data:`THREADS_PER_GPU`, one per tile and one per
         :data:`GPU_MEMORY_PER_WORKER` of free memory, where the volume fits the first GPU
         (:func:`fits_one_gpu`) and no workers are asked for."""
-        if workers is not None or workers_per_gpu is not None:
+        if workers is not None:
             return None
         free = free_memory(first_gpu())
         if free is None or not fits_one_gpu(work, free):
@@ -133,28 +115,26 @@ class GPUResources:
         room = max(1, free // GPU_MEMORY_PER_WORKER)
         return work.threads(min(usable_cores(), THREADS_PER_GPU, room))
 
-    def local_cluster(
-        self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
-    ):
-        """A local GPU cluster (:func:`tilelabel.cluster.gpus.cuda_cluster`), at most one
-        worker thread per tile."""
+    def local_cluster(self, work: Work, *, workers: int | None = None):
+        """A local GPU cluster of one worker on each of ``workers`` GPUs (default: all;
+        :func:`tilelabel.cluster.gpus.cuda_cluster`), at most one worker thread per tile."""
         from tilelabel.cluster.gpus import cuda_cluster
 
-        return cuda_cluster(workers, workers_per_gpu, most_threads=work.tiles)
+        return cuda_cluster(workers, most_threads=work.tiles)
 
     def fit(self, ex, request: Request) -> Fit:
-        """The first run that fits the GPUs (:func:`.gpu_memory.fit`), its encoder turns only
-        where the output (made like the input) has chunks the GPU can compress; where it has
-        turns, every worker starts loading the encoder now."""
+        """The first run that fits the GPUs (:func:`.gpu_memory.fit`), the GPU compressing the
+        output only where it (made like the input) has chunks the GPU can compress; where it
+        does, every worker starts loading the encoder now."""
         r = request
         shape, storage, chunks = r.shape, r.storage, r.chunks
         threads = ex.threads()
         itemsize, tile = r.like.dtype.itemsize, tuple(r.like.chunks)[-len(shape) :]
         # each worker has a GPU
         ask = gpu_memory.asker(ex, threads, storage, r.connectivity, itemsize, tile)
-        limit = turns(r.gpu_encode, plan_for_storage(shape, storage, storage).nchunks)
-        codec = raw_codec(r.like) if limit != 0 else None
-        limit = limit if codec is not None else 0
+        encode = encodes(r.gpu_encode, plan_for_storage(shape, storage, storage).nchunks)
+        codec = raw_codec(r.like) if encode else None
+        encode = codec is not None
         nthreads = sum(threads.values()) or 1
 
         def planned(encoding: bool, largest: int | None = None):
@@ -168,19 +148,19 @@ class GPUResources:
             planned=planned,
             connectivity=r.connectivity,
             threads=nthreads,
-            turns=limit,
+            encode=encode,
             keep_labels=r.keep_labels,
             keep_input=r.keep_input,
             may_drop_encoder=r.gpu_encode is None,
             may_shrink=chunks is None,
             per_worker=max(threads.values(), default=1),
         )
-        if fit.turns != 0:
+        if fit.encode:
             ex.each(_warm_encoder_soon, codec, lenient=True)  # a lost worker warms none
         return fit
 
-    def encoder(self, fit: Fit, created: Created) -> TurnEncoder | None:
-        if fit.turns == 0:
+    def encoder(self, fit: Fit, created: Created) -> GPUEncoder | None:
+        if not fit.encode:
             return None
         layout = raw_chunks(created.array, len(created.index))
-        return None if layout is None else TurnEncoder(fit.turns, layout)
+        return None if layout is None else GPUEncoder(layout)

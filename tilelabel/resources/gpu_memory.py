@@ -2,7 +2,7 @@
 
 Every worker thread may hold one chunk on its GPU at once; beside them each worker may keep
 labels and packed input between the passes (:mod:`.keep`), and the threads that compress output
-need the encoder's room too (:mod:`.turns`). Both
+need the encoder's room too (:mod:`.encoding`). Both
 extras are defaults that only save time, so on a GPU too small for them a run gives them up
 rather than refuse: first the kept labels, then the GPU's compression (the host compresses the
 output, and the plan no longer needs chunks large enough for the encoder), then both; and
@@ -34,11 +34,11 @@ Problem = Callable[..., "str | None"]
 
 def fit(
     *,
-    ask: Callable[[ChunkPlan, int | None], Problem],
+    ask: Callable[[ChunkPlan, bool], Problem],
     planned: Callable[..., ChunkPlan],
     connectivity: int,
     threads: int,
-    turns: int | None,
+    encode: bool,
     keep_labels: int | None,
     keep_input: bool,
     may_drop_encoder: bool,
@@ -48,20 +48,21 @@ def fit(
     """The first run that fits, in the order of the module's docstring, or a ValueError that
     says why the last one tried does not.
 
-    ``ask(plan, turns)``: the GPUs' :data:`Problem` for ``plan``'s chunks with ``turns`` encoder
-    turns (:func:`asker`); ``planned(encoding, largest=None)``: the run's plan where the GPU
-    compresses output or not, its chunks at most ``largest`` voxels; ``threads``: the cluster's
-    worker threads; ``may_drop_encoder``: ``turns`` is the default's, not the user's;
+    ``ask(plan, encode)``: the GPUs' :data:`Problem` for ``plan``'s chunks, with the GPU
+    compressing the output or not (:func:`asker`); ``planned(encoding, largest=None)``: the
+    run's plan where the GPU compresses output or not, its chunks at most ``largest`` voxels;
+    ``threads``: the cluster's worker threads; ``may_drop_encoder``: ``encode`` is the
+    default's, not the user's;
     ``may_shrink``: the chunk size is the default's, so a run that fits nowhere else labels in
     chunks of at most half the voxels, and half again, down to one storage chunk."""
     why = problem = default = None  # why the defaults do not fit, without the advice
-    for t, plan in _tries(planned, turns, may_drop_encoder, may_shrink):
+    for gpu, plan in _tries(planned, encode, may_drop_encoder, may_shrink):
         default = default or plan  # the first try's
         run = Fit.of(
-            plan, connectivity, threads, keep_labels, keep_input, turns=t, per_worker=per_worker
+            plan, connectivity, threads, keep_labels, keep_input, encode=gpu, per_worker=per_worker
         )
         labels, bits = run.held(connectivity)
-        problem_with = ask(run.plan, t)
+        problem_with = ask(run.plan, gpu)
         for kept in (labels, 0) if keep_labels is None and labels else (labels,):
             problem = problem_with(bits + kept)
             if why is None and problem is not None:
@@ -71,7 +72,7 @@ def fit(
                 if kept != labels:
                     run = dataclasses.replace(run, label_budget=0)
                     given_up.append("keeps no chunk labels between the passes")
-                if t != turns:
+                if gpu != encode:
                     given_up.append("compresses the output on the host")
                 if plan != default:
                     given_up.append(f"labels in chunks of up to {plan.max_block_shape()}")
@@ -87,24 +88,24 @@ def fit(
 
 def _tries(
     planned: Callable[..., ChunkPlan],
-    turns: int | None,
+    encode: bool,
     may_drop_encoder: bool,
     may_shrink: bool,
-) -> Iterator[tuple[int | None, ChunkPlan]]:
-    """(encoder turns, plan) of each run :func:`fit` tries, the defaults first."""
-    plan = planned(turns != 0)
-    yield turns, plan
-    smallest = 0 if may_drop_encoder else turns  # the encoder named by the user stays
-    if smallest != turns:
+) -> Iterator[tuple[bool, ChunkPlan]]:
+    """(whether the GPU compresses, plan) of each run :func:`fit` tries, the defaults first."""
+    plan = planned(encode)
+    yield encode, plan
+    least = encode and not may_drop_encoder  # the encoder named by the user stays
+    if least != encode:
         plan = planned(False)
-        yield smallest, plan
+        yield least, plan
     target = chunk_voxels(plan) // 2
     while may_shrink and target:
         # chunks are whole storage chunks, so a halved target may leave the plan as it was
-        smaller = planned(smallest != 0, target)
+        smaller = planned(least, target)
         if smaller != plan:
             plan = smaller
-            yield smallest, plan
+            yield least, plan
         target //= 2
 
 
@@ -115,7 +116,7 @@ def asker(
     connectivity: int,
     input_itemsize: int = 1,
     tile: tuple[int, ...] | None = None,
-) -> Callable[[ChunkPlan, int | None], Problem]:
+) -> Callable[[ChunkPlan, bool], Problem]:
     """:func:`fit`'s ``ask`` for the workers of the executor ``ex``
     (:mod:`tilelabel.pipeline.executors`): asks them about their GPUs, after a clear error
     where a worker has no usable GPU at all.
@@ -149,19 +150,16 @@ def asker(
             )
         return reports[block, encode]
 
-    def ask(plan: ChunkPlan, turns: int | None) -> Problem:
-        """The workers' GPUs' :data:`Problem` for ``plan``'s largest chunk. ``turns``: how many
-        of a GPU's worker threads may compress output at once (None: all); each of those needs
-        room for the encoder too."""
+    def ask(plan: ChunkPlan, encode: bool) -> Problem:
+        """The workers' GPUs' :data:`Problem` for ``plan``'s largest chunk. With ``encode``,
+        every worker thread may compress output and needs room for the encoder too."""
         block = plan.max_block_shape()
         base = report(block, False)
         extra = 0
-        if turns != 0:
+        if encode:
             encoding = report(block, True)
             extra = max(encoding[w][0] - base[w][0] for w in base)
-        return functools.partial(
-            gpu_memory_problem, base, threads, block, storage, encode=extra, turns=turns
-        )
+        return functools.partial(gpu_memory_problem, base, threads, block, storage, encode=extra)
 
     return ask
 
@@ -207,7 +205,6 @@ def gpu_memory_problem(
     storage: tuple[int, ...],
     kept: int = 0,
     encode: int = 0,
-    turns: int | None = 0,
     advice: bool = True,
 ) -> str | None:
     """Why chunks of ``block`` do not fit the cluster's GPUs (None: they fit), and with
@@ -217,15 +214,13 @@ def gpu_memory_problem(
     free, own pool free, device); ``threads``: per worker, its threads. Every worker thread may
     hold a chunk at once, the workers of one device share its memory, and each worker may also
     hold ``kept`` bytes between the passes (packed input, which scales with the chunk too).
-    ``encode`` more bytes each for as many threads as may compress output at once: ``turns``
-    per GPU (None: every thread).
+    Each thread that compresses output needs ``encode`` bytes more (0: none does).
     """
     for rows in _by_gpu(report, threads).values():
         need = max(r[0] for r in rows)
         free = min(r[1] for r in rows) + sum(r[2] for r in rows)
         slots = sum(r[3] for r in rows)
-        encoding = slots if turns is None else min(slots, turns)
-        total = need * slots + encode * encoding + kept * len(rows)
+        total = (need + encode) * slots + kept * len(rows)
         if total <= free:
             continue
         shared = (
@@ -233,7 +228,7 @@ def gpu_memory_problem(
             if slots > 1
             else f"a worker's GPU has {free / 2**30:.1f} GiB free"
         )
-        compress = f" (and {encode / 2**30:.1f} GiB more to compress it there)" if encoding else ""
+        compress = f" (and {encode / 2**30:.1f} GiB more to compress it there)" if encode else ""
         if kept:
             compress += f", each worker keeps {kept / 2**30:.1f} GiB between the passes"
         why = (
@@ -243,12 +238,8 @@ def gpu_memory_problem(
         if not advice:
             return why
         fit = shrink_to_fit(block, storage, free / total * 0.9)
-        other = ["fewer workers per GPU"] if slots > 1 else []
-        if encoding > 1:
-            other.append("fewer GPU encoders: --gpu-encoders")
-        return f"{why}; use --chunks {','.join(map(str, fit))} or smaller" + (
-            f" (or {', or '.join(other)})" if other else ""
-        )
+        fewer = " (or fewer worker threads per GPU)" if slots > 1 else ""
+        return f"{why}; use --chunks {','.join(map(str, fit))} or smaller{fewer}"
     return None
 
 

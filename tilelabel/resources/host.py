@@ -54,18 +54,14 @@ class HostResources:
     def check_here(self) -> None:
         pass
 
-    def in_process(
-        self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
-    ) -> int | None:
+    def in_process(self, work: Work, *, workers: int | None = None) -> int | None:
         """A thread per core, at most one per tile, where the volume fits this process and no
         ``workers`` are asked for."""
         if workers is None and fits_this_process(work):
             return work.threads(usable_cores())
         return None
 
-    def local_cluster(
-        self, work: Work, *, workers: int | None = None, workers_per_gpu: int | None = None
-    ):
+    def local_cluster(self, work: Work, *, workers: int | None = None):
         """``workers`` processes (default: one per core, at most one per tile)."""
         from tilelabel.cluster.local import cpu_cluster
 
