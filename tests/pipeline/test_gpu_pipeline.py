@@ -433,9 +433,9 @@ def test_defaults_given_up_on_a_full_gpu(tmp_path, caplog, give_up):
                 )
                 # each run named here keeps what the window has no room for
                 named = {
-                    "labels": [{"keep_labels": labels, "gpu_encode": 1}],
-                    "encoder": [{"gpu_encode": 1}],
-                    "both": [{"keep_labels": labels}, {"gpu_encode": 1}],
+                    "labels": [{"keep_labels": labels, "gpu_encode": True}],
+                    "encoder": [{"gpu_encode": True}],
+                    "both": [{"keep_labels": labels}, {"gpu_encode": True}],
                     "chunks": [{"chunks": default}],
                 }
                 for option in named[give_up]:
