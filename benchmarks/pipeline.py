@@ -297,11 +297,10 @@ class CudaWorkerProcesses:
                 stderr=subprocess.DEVNULL,
             )
         )
-        self.gpus = gpus
 
     @property
     def scheduler_address(self) -> str:
-        return json.load(open(self.file))["address"]
+        return json.loads(Path(self.file).read_text())["address"]
 
     def __enter__(self):
         return self
@@ -1009,25 +1008,15 @@ def main() -> None:
             for x in same
             if x.get("env") == r.get("env") and x.get("repeat", 0) == r.get("repeat", 0)
         ]
-        ref = {
-            (x["method"], x.get("gpus", 0), x.get("workers_per_gpu", 1 if x.get("gpus") else 0)): x[
-                "seconds"
-            ]
-            for x in same
-        }
-        gpus, per_gpu = r.get("gpus", 0), r.get("workers_per_gpu", 1 if r.get("gpus") else 0)
-        copy_ref = ref.get(("copy-gpu", gpus, per_gpu) if gpus else ("copy", 0, 0))
+        ref = {(x["method"], x.get("gpus", 0)): x["seconds"] for x in same}
+        gpus = r.get("gpus", 0)
+        copy_ref = ref.get(("copy-gpu", gpus) if gpus else ("copy", 0))
         vs_copy = f"{copy_ref / r['seconds']:.2f}x" if copy_ref else ""
         copies = [x["seconds"] for x in same if x["method"] in ("copy", "copy-gpu")]
         vs_best = f"{min(copies) / r['seconds']:.2f}x" if copies else ""
-        di = ref.get(("dask-image", 0, 0))
+        di = ref.get(("dask-image", 0))
         vs_di = f"{di / r['seconds']:.1f}x" if di else ""
-        name = r["method"] + (
-            f" ({gpus} GPU{'s' if gpus > 1 else ''}, {per_gpu} worker{'s' if per_gpu > 1 else ''}"
-            " each)"
-            if gpus
-            else ""
-        )
+        name = r["method"] + (f" ({gpus} GPU{'s' if gpus > 1 else ''})" if gpus else "")
         if r.get("cores"):
             name += f" [{r['cores']} cores]"
         if r.get("env"):

@@ -2,11 +2,11 @@
 
 A volume that fits one GPU is labeled in this process, by as many threads as the GPU has room
 for (:meth:`GPUResources.in_process`). Larger volumes get a local GPU cluster of one worker
-process per GPU, as dask-cuda makes it (:func:`cluster_shape`): the GPU decodes each chunk's
-input, labels it and compresses its output, so the host's threads only move bytes. Every worker
-thread may hold a chunk on the GPU at once; the run's plan is checked against the GPUs' free
-memory with all of them counted (:mod:`.gpu_memory`). The GPU compresses the output where its
-codec allows (:mod:`.encoding`).
+process per GPU, as dask-cuda makes it, with a few threads (:func:`worker_threads`): the GPU
+decodes each chunk's input, labels it and compresses its output, so the host's threads only
+move bytes. Every worker thread may hold a chunk on the GPU at once; the run's plan is checked
+against the GPUs' free memory with all of them counted (:mod:`.gpu_memory`). The GPU
+compresses the output where its codec allows (:mod:`.encoding`).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class GPUResources:
         if free is None or not fits_one_gpu(work, free):
             return None
         room = max(1, free // GPU_MEMORY_PER_WORKER)
-        return work.threads(min(usable_cores(), THREADS_PER_GPU, room))
+        return work.threads(worker_threads(usable_cores(), room))
 
     def local_cluster(self, work: Work, *, workers: int | None = None):
         """A local GPU cluster of one worker on each of ``workers`` GPUs (default: all;
