@@ -20,6 +20,7 @@ import numpy as np
 
 from tilelabel.connectivity import structure
 from tilelabel.pipeline.local import Borders
+from tilelabel.sorting import unique
 
 _EMPTY_PAIRS = np.empty((0, 2), np.int64)
 
@@ -99,7 +100,7 @@ def _unique_pairs(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (a, b) pairs of uint32 positions from :func:`_shift_pairs`' packed pairs: a
     1-D sort (``unique(axis=0)`` on rows sorts through a void view, many times slower and
     holding the GIL)."""
-    packed = np.unique(packed)
+    packed = unique(packed)
     return (packed >> np.uint64(32)).astype(np.uint32), packed.astype(np.uint32)
 
 
@@ -186,9 +187,12 @@ def face_mask(borders: Borders) -> np.ndarray:
     touches: bit ``2 * axis + side`` (side 1: the high face). A pair that leaves a group of
     chunks names only labels on the group's outer faces, and these bits tell which those are."""
     # a table over the local ids, not a sort and search of each face's labels: every label on
-    # an open face is a border label
-    table = np.zeros(int(borders.ids[-1]) + 1 if borders.ids.size else 1, np.uint8)
+    # an open face is a border label (background marks entry 0, which no id reads)
+    out = np.zeros(borders.ids.size, np.uint8)
+    hit = np.zeros(int(borders.ids[-1]) + 1 if borders.ids.size else 1, bool)
     for f, face in enumerate(borders.faces):  # 2D and 3D: 4 or 6 faces
         if face is not None:
-            table[face] |= np.uint8(1 << f)  # background marks entry 0, which no id reads
-    return table[borders.ids]
+            hit[:] = False
+            hit[face] = True
+            out |= hit[borders.ids].view(np.uint8) << np.uint8(f)
+    return out

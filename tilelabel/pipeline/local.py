@@ -23,6 +23,7 @@ from dask.sizeof import sizeof
 from tilelabel.dtypes import local_dtype, row_count_dtype
 from tilelabel.kernels.backends import Backend, get_backend
 from tilelabel.pipeline.plan import Chunk
+from tilelabel.sorting import unique
 
 log = logging.getLogger("tilelabel")
 
@@ -207,7 +208,7 @@ def open_faces(
             else:
                 faces.append(None)
     present = [f.reshape(-1) for f in faces if f is not None]
-    ids = np.unique(np.concatenate(present)) if present else np.empty(0, np.uint64)
+    ids = unique(np.concatenate(present)) if present else np.empty(0, np.uint64)
     return faces, ids[ids != 0].astype(np.int64)
 
 

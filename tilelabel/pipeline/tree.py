@@ -34,6 +34,7 @@ from dask.sizeof import sizeof
 
 from tilelabel.pipeline.borders import POSITION_BITS, chunk_pairs, face_mask
 from tilelabel.pipeline.local import Borders, sizeof_fields
+from tilelabel.sorting import runs, unique_inverse
 
 Reducers = Mapping[str, Callable]
 
@@ -179,24 +180,6 @@ def _on_outer_faces(names: np.ndarray, faces: np.ndarray, lo, hi, grid, wrap=())
     return out
 
 
-def _runs(ordered: np.ndarray) -> np.ndarray:
-    """Where each run of equal values of a sorted array starts (a mask)."""
-    starts = np.ones(ordered.size, bool)
-    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
-    return starts
-
-
-def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``np.unique(values, return_index=True, return_inverse=True)``, ``first`` any index of
-    each value: one argsort and one pass, where np.unique sorts more than once."""
-    order = np.argsort(values)
-    ordered = values[order]
-    starts = _runs(ordered)
-    inverse = np.empty(values.size, np.intp)
-    inverse[order] = np.cumsum(starts) - 1
-    return ordered[starts], order[starts], inverse
-
-
 def least_linked(n: int, ends: np.ndarray) -> np.ndarray:
     """For each of ``n`` nodes, the least node of its connected component under the edges
     ``ends`` (shape (k, 2)).
@@ -252,7 +235,7 @@ def up(
     pairs = np.concatenate([p.pairs for p in parts]).reshape(-1, 2)
     within = _inside(pairs[:, 0], lo, hi, grid) & _inside(pairs[:, 1], lo, hi, grid)
     inner, pending = pairs[within], pairs[~within]
-    uniq, first, inverse = _unique(reps)
+    uniq, first, inverse = unique_inverse(reps)
     joined = uniq
     if inner.size:
         ends = _search(names, inner.reshape(-1)).reshape(-1, 2)
@@ -293,7 +276,7 @@ def combine(parts: Sequence[Rows], reducers: Reducers) -> Rows:
     # first of each key (np.unique would sort them all again)
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
-    start = np.flatnonzero(_runs(keys))
+    start = np.flatnonzero(runs(keys))
     values = {}
     for f in parts[0].values:
         vals = np.concatenate([p.values[f] for p in parts])[order]
@@ -314,7 +297,7 @@ def gather(parts: Sequence[Rows], given: Rows | None, *, reducers: Reducers) -> 
     if given is None or not table.keys.size:
         return table, table.take(np.zeros(0, np.int64))
     roots = np.sort(given.values["root"])
-    roots = roots[_runs(roots)]
+    roots = roots[runs(roots)]
     pos = _search(table.keys, roots)
     return table, table.take(pos[table.keys[pos] == roots])
 
