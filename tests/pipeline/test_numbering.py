@@ -3,6 +3,8 @@ import itertools
 import numpy as np
 import pytest
 
+from tests.kernels.test_backends import BACKENDS
+from tilelabel.kernels.backends import get_backend
 from tilelabel.pipeline.numbering import LutSpec, assemble_offsets, build_lut, concat_offsets
 
 
@@ -92,3 +94,41 @@ def test_a_spec_keeps_row_offsets_as_narrow_steps_within_planes():
     flat = LutSpec.of(n, row_counts, offsets.reshape(-1), none, none, none)  # one plane
     assert flat.row_step.dtype == np.uint64
     np.testing.assert_array_equal(flat.row_offsets(), offsets.reshape(-1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("reorder", [False, True])
+def test_the_lookup_table_numbers_roots_by_row_and_keeps_border_finals(backend, reorder):
+    """Against its definition, label by label: a root is numbered 1 + its row's offset + the
+    roots before it in the row; a border label takes its final; a dropped root, 0. Built with
+    the backend's own array module."""
+    rng = np.random.default_rng(11)
+    row_counts = rng.integers(0, 4, 40).astype(np.uint16)
+    row_counts[:3] = 0  # empty rows first, as in a chunk whose top rows hold no first voxel
+    n = int(row_counts.sum())
+    offsets = np.cumsum(rng.integers(0, 9, 40)).reshape(4, 10)
+    ids = np.arange(1, n + 1)
+    border = np.sort(rng.choice(ids, n // 3, replace=False))
+    demoted = np.sort(rng.choice(border, border.size // 2, replace=False))
+    finals = rng.integers(1, 1000, border.size)
+    dropped = np.sort(rng.choice(np.setdiff1d(ids, border), 3, replace=False))
+    spec = LutSpec.of(
+        n, row_counts, offsets, np.sort(np.concatenate([demoted, dropped])), border, finals, dropped
+    )
+    row_of = np.repeat(np.arange(40), row_counts)
+    want = np.zeros(n + 1, np.int64)
+    for i in ids:
+        r = row_of[i - 1]
+        before = [j for j in ids[: i - 1] if row_of[j - 1] == r]
+        roots = [j for j in before if j not in spec.demoted]
+        want[i] = 1 + offsets.reshape(-1)[r] + len(roots)
+    want[border] = finals
+    want[dropped] = 0
+    if reorder:
+        spec.reorder = rng.permutation(int(want.max()) + 1)
+        spec.reorder[0] = 0
+        want = spec.reorder[want]
+    be = get_backend(backend)
+    with be.arrays() as xp:
+        lut = build_lut(spec, np.dtype(np.uint32), xp)
+    np.testing.assert_array_equal(be.to_host(lut), want)

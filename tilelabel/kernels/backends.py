@@ -7,6 +7,7 @@ stay wherever the backend keeps them (host memory for ``cpu``, GPU memory for ``
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 from typing import Any, Protocol
@@ -118,9 +119,15 @@ class Backend(Protocol):
 
     def to_host(self, arr: Any) -> np.ndarray: ...
 
-    def apply_lut(self, labels: Any, lut: np.ndarray, staging: bool = False) -> np.ndarray:
-        """``lut[labels]`` as a host array. ``staging``: the caller writes the result out and
-        drops it, so a GPU backend may return page-locked memory (a faster copy back)."""
+    def arrays(self) -> contextlib.AbstractContextManager[Any]:
+        """The array module of this backend's device (NumPy, CuPy), for work beside the
+        kernels: while in use, a device's work runs on the calling thread's stream."""
+        ...
+
+    def apply_lut(self, labels: Any, lut: Any, staging: bool = False) -> np.ndarray:
+        """``lut[labels]`` as a host array (``lut`` on the host or on the device).
+        ``staging``: the caller writes the result out and drops it, so a GPU backend may return
+        page-locked memory (a faster copy back)."""
         ...
 
     def label_stats(
@@ -207,6 +214,9 @@ class CPUBackend:
 
     def to_host(self, arr):
         return np.asarray(arr)
+
+    def arrays(self):
+        return contextlib.nullcontext(np)
 
     def apply_lut(self, labels, lut, staging=False):
         from tilelabel.kernels.cpu_ops import apply_lut

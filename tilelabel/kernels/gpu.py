@@ -133,7 +133,7 @@ def _lut_take(labels, lut):
     """``lut[labels]`` on the device (a host ``lut`` is copied over)."""
     import cupy as cp
 
-    return cp.take(cp.asarray(np.ascontiguousarray(lut)), cp.asarray(labels))
+    return cp.take(cp.asarray(lut), cp.asarray(labels))
 
 
 def device_id() -> str:
@@ -274,6 +274,13 @@ class CUDABackend:
         import cupy as cp
 
         return cp.asnumpy(arr) if isinstance(arr, cp.ndarray) else np.asarray(arr)
+
+    @contextlib.contextmanager
+    def arrays(self):
+        import cupy as cp
+
+        with thread_stream():
+            yield cp
 
     @_on_thread_stream
     def apply_lut(self, labels, lut, staging=False):

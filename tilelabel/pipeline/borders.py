@@ -71,9 +71,11 @@ def _shift_pairs(
             va, vb = va.reshape(1), vb.reshape(1)
     # b in a frame of background one voxel wide: a shift past its edge reads background
     framed = np.pad(b, 1)
-    fg = np.flatnonzero(a)
-    at = np.ravel_multi_index(tuple(c + 1 for c in np.unravel_index(fg, a.shape)), framed.shape)
     strides = np.cumprod((1, *framed.shape[:0:-1]))[::-1]  # elements per step along each axis
+    fg = np.flatnonzero(a)
+    at = np.zeros_like(fg)  # where each of them lies in the frame
+    for c, stride in zip(np.unravel_index(fg, a.shape), strides, strict=True):
+        at += (c + 1) * stride
     high = a.reshape(-1)[fg].astype(np.uint64) << np.uint64(32)
     framed = framed.reshape(-1)
     if va is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from dask.sizeof import sizeof
@@ -209,29 +210,33 @@ def lut_spec(
     )
 
 
-def build_lut(spec: LutSpec, dtype: np.dtype) -> np.ndarray:
-    """Local label -> final label, for local labels 0..n (0 stays background)."""
+def build_lut(spec: LutSpec, dtype: np.dtype, xp: Any = np) -> Any:
+    """Local label -> final label, for local labels 0..n (0 stays background), an array of
+    the array module ``xp`` (NumPy, or a device's: built where it is used, it crosses no bus)."""
     n = spec.n
-    lut = np.zeros(n + 1, dtype=dtype)
+    lut = xp.zeros(n + 1, dtype=dtype)
     if n == 0:
         return lut
-    counts = spec.row_counts
-    row_start = _row_start(counts)
-    is_root = np.ones(n, np.uint8)
-    is_root[spec.demoted - 1] = 0
-    # cum[i]: roots among local ids 1..i. Local id i of a row is numbered 1 + the row's offset
-    # + the roots between the row's start and i; per row, all but cum[i - 1] is one constant,
-    # so no per-label gathers
-    cum = np.empty(n + 1, np.int64)
-    cum[0] = 0
-    np.cumsum(is_root, dtype=np.int64, out=cum[1:])
-    offset = spec.row_offsets()
-    offset += 1
-    lut[1:] = np.repeat(offset - cum[row_start], counts) + cum[:n]
-    lut[spec.border_ids] = spec.border_finals
-    lut[spec.dropped] = 0
+    counts = xp.asarray(spec.row_counts).astype(xp.int64)
+    row_start = xp.zeros(counts.size, xp.int64)  # the first local id - 1 of each row
+    xp.cumsum(counts[:-1], out=row_start[1:])
+    demoted = xp.asarray(spec.demoted)
+    # Local id i of row r is numbered base[r] + roots[i - 1], roots[k] being the roots among
+    # local ids 1..k (k less the demoted ids up to k), base[r] = 1 + the row's offset - roots
+    # before the row. So lut[1:] is one running sum of steps: 1 per label but where the label
+    # before it is demoted, plus the change of base at each row's first label
+    base = xp.asarray(spec.row_offsets()) + 1 - row_start
+    base += xp.searchsorted(demoted, row_start, side="right")
+    rows = xp.flatnonzero(counts)
+    steps = xp.ones(n, xp.int64)
+    steps[0] = 0
+    steps[demoted[demoted < n]] -= 1
+    steps[row_start[rows]] += xp.diff(base[rows], prepend=0)
+    lut[1:] = xp.cumsum(steps)
+    lut[xp.asarray(spec.border_ids)] = xp.asarray(spec.border_finals)
+    lut[xp.asarray(spec.dropped)] = 0
     if spec.reorder is not None:
-        lut = spec.reorder.astype(dtype)[lut]
+        lut = xp.asarray(spec.reorder).astype(dtype)[lut]
     return lut
 
 

@@ -84,7 +84,9 @@ def labels_again(
 def relabel(block: np.ndarray, spec: LutSpec, *, labeler: Labeler, dtype: np.dtype) -> np.ndarray:
     """A chunk labeled again and mapped to its final labels (a host array of ``dtype``)."""
     be, labels = labels_again(block, spec, labeler=labeler)
-    return be.apply_lut(labels, build_lut(spec, dtype))
+    with be.arrays() as xp:
+        lut = build_lut(spec, dtype, xp)
+    return be.apply_lut(labels, lut)
 
 
 def write_chunk(
@@ -112,7 +114,8 @@ def write_chunk(
         if kept is None:
             block = materialize(block, chunk.slices, labeler)
         be, labels = labels_again(block, spec, labeler=labeler, kept=kept)
-        lut = build_lut(spec, dtype)
+        with be.arrays() as xp:  # on the device that applies it
+            lut = build_lut(spec, dtype, xp)
         tiles = None if encoder is None else encoder.encode(be, labels, lut)
         if tiles is not None:
             target.write_chunks(chunk.slices, tiles)
