@@ -58,13 +58,17 @@ def _shift_pairs(
     the source values ``va`` and ``vb`` of those voxels, of one value), packed as
     ``a << 32 | b`` (uint64), repeats of the pair before dropped.
 
-    ``a``'s foreground is found once and looked up in ``b``, flattened, at each shift, rather
-    than a pass over the whole face per shift (9 per face under full connectivity): a face is
-    mostly background, and this step is on the merge's critical path. Neighbouring voxels
-    mostly give the pair before, so dropping those repeats leaves little to sort.
+    ``a``'s foreground is found once and looked up in ``b``, flattened, at all shifts in one
+    gather, rather than a pass over the whole face per shift (9 per face under full
+    connectivity): a face is mostly background, and this step is on the merge's critical path.
+    Few large NumPy calls, not a few per shift: each lets go of the GIL and waits to take it
+    back from a worker's other threads. Neighbouring voxels mostly give the pair before, so
+    dropping those repeats leaves little to sort.
     """
     if a.shape != b.shape:
         raise ValueError(f"contact planes of shapes {a.shape} and {b.shape}")
+    if not shifts:
+        return np.empty(0, np.uint64)
     if a.ndim == 0:  # a corner: one voxel each
         a, b, shifts = a.reshape(1), b.reshape(1), [(0,)] * len(shifts)
         if va is not None:
@@ -76,20 +80,14 @@ def _shift_pairs(
     at = np.zeros_like(fg)  # where each of them lies in the frame
     for c, stride in zip(np.unravel_index(fg, a.shape), strides, strict=True):
         at += (c + 1) * stride
-    high = a.reshape(-1)[fg].astype(np.uint64) << np.uint64(32)
-    framed = framed.reshape(-1)
+    # (shifts, foreground voxels): rows in the order of ``shifts``
+    there = at + np.asarray(shifts, np.int64).reshape(len(shifts), -1) @ strides[:, None]
+    lb = framed.reshape(-1)[there]
+    both = lb != 0
     if va is not None:
         own = np.ascontiguousarray(va).reshape(-1)[fg]
-        values = np.pad(vb, 1).reshape(-1)
-    out = []
-    for shift in shifts:
-        there = at + int(np.dot(shift, strides))
-        lb = framed[there]
-        both = lb != 0
-        if va is not None:
-            both &= values[there] == own
-        out.append((high | lb)[both])
-    packed = np.concatenate(out) if out else np.empty(0, np.uint64)
+        both &= np.pad(vb, 1).reshape(-1)[there] == own
+    packed = ((a.reshape(-1)[fg].astype(np.uint64) << np.uint64(32)) | lb)[both]
     if packed.size > 1:
         new = np.empty(packed.size, bool)
         new[0] = True
