@@ -110,12 +110,14 @@ def write_chunk(
     compressed storage chunks the target then stores as they are. While it runs, it counts as
     one of ``tag``'s writes in flight (:func:`writes_in_flight`)."""
     with _writing(tag):
+        # on the device that applies it, before the chunk's labeling is queued there: its
+        # copies over then wait for nothing
+        with get_backend(labeler.backend).arrays() as xp:
+            lut = build_lut(spec, dtype, xp)
         kept = None if slot is None else keep.take(slot)
         if kept is None:
             block = materialize(block, chunk.slices, labeler)
         be, labels = labels_again(block, spec, labeler=labeler, kept=kept)
-        with be.arrays() as xp:  # on the device that applies it
-            lut = build_lut(spec, dtype, xp)
         tiles = None if encoder is None else encoder.encode(be, labels, lut)
         if tiles is not None:
             target.write_chunks(chunk.slices, tiles)
