@@ -61,6 +61,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -159,11 +160,14 @@ def _usage() -> dict[str, float]:
 class gc_pauses:  # noqa: N801 (used like a function)
     """Record this process's garbage collections of 5 ms or more, from now until ``stop()``:
     ``[start (seconds since the epoch), seconds, generation, objects collected, CPU seconds of
-    the collecting thread, its name, tracked objects per generation (young to old, then frozen;
-    full collections only, counted before it began and not in its seconds)]`` each. The
+    the collecting thread, its name, frozen objects (full collections only)]`` each. The
     scheduler of a local cluster lives in the client's process, so a collection there holds up
     every worker. CPU seconds well below the seconds mean the collection waited (a finalizer
-    on a lock, or a thread without a core), not that it traversed a large heap."""
+    on a lock, or a thread without a core), not that it traversed a large heap.
+
+    Nothing here lists the collector's objects (``gc.get_objects``): a list of them holds any
+    tuple another thread is still building from a generator, whose last step then fails with
+    ``SystemError: bad argument to internal function`` (CPython gh-101855)."""
 
     def __init__(self):
         self.pauses: list[list] = []
@@ -174,7 +178,7 @@ class gc_pauses:  # noqa: N801 (used like a function)
         if phase == "start":
             heap = None
             if info["generation"] == 2:
-                heap = [len(gc.get_objects(g)) for g in range(3)] + [gc.get_freeze_count()]
+                heap = gc.get_freeze_count()
             self._start = (time.perf_counter(), time.thread_time(), heap)
         elif self._start is not None:
             t, cpu, heap = self._start
@@ -591,7 +595,6 @@ def gpu_processes() -> dict[int, int]:
 def _timed_run(method, src, dst, args, gpu, client) -> dict:
     phases = {}
     client.run(start_peaks, gpu)
-    heap = len(gc.get_objects())  # what a full collection in this process would traverse
     here = gc_pauses()
     stream = get_task_stream(client)
     stream.__enter__()
@@ -658,7 +661,6 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
         "phases": phases,
         "tasks": task_summary(stream.data, t0_wall),
         "output_bytes": stored_bytes(dst),
-        "client_objects": heap,
         # the high-water mark of this process (client and the local cluster's scheduler) so
         # far, the inputs' writing and earlier runs included: bytes
         "client_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10,
@@ -917,7 +919,12 @@ def main() -> None:
                 except TimeoutError:
                     done = [{"timeout": args.time_limit}]
                 except Exception as e:  # record and go on: one method failing is a result too
-                    done = [{"error": f"{type(e).__name__}: {e}"[:300]}]
+                    done = [
+                        {
+                            "error": f"{type(e).__name__}: {e}"[:300],
+                            "traceback": traceback.format_exc()[-2000:],
+                        }
+                    ]
                     if getattr(e, "gpu_holders", None):
                         done[0]["gpu_holders"] = e.gpu_holders
                         print(f"# GPU memory held then: {e.gpu_holders}", flush=True)
