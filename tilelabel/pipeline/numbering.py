@@ -183,12 +183,13 @@ def border_finals(
     return keys, finals
 
 
-def _row_start(row_counts: np.ndarray) -> np.ndarray:
-    """First local id - 1 of each row: the exclusive cumulative sum of the row counts."""
-    rc = row_counts.reshape(-1)
-    start = np.zeros(rc.size, np.int64)
+def _row_start(row_counts: Any, xp: Any = np) -> Any:
+    """First local id - 1 of each row: the exclusive cumulative sum of the row counts (an
+    array of the array module ``xp``)."""
+    rc = xp.asarray(row_counts).reshape(-1)
+    start = xp.zeros(rc.size, xp.int64)
     # into place, not a concatenation: this runs twice per chunk on the merge's critical path
-    np.cumsum(rc[:-1], out=start[1:])
+    xp.cumsum(rc[:-1], out=start[1:])
     return start
 
 
@@ -217,9 +218,8 @@ def build_lut(spec: LutSpec, dtype: np.dtype, xp: Any = np) -> Any:
     lut = xp.zeros(n + 1, dtype=dtype)
     if n == 0:
         return lut
-    counts = xp.asarray(spec.row_counts).astype(xp.int64)
-    row_start = xp.zeros(counts.size, xp.int64)  # the first local id - 1 of each row
-    xp.cumsum(counts[:-1], out=row_start[1:])
+    counts = xp.asarray(spec.row_counts).astype(xp.int64)  # CuPy sums into its own dtype
+    row_start = _row_start(counts, xp)
     demoted = xp.asarray(spec.demoted)
     # Local id i of row r is numbered base[r] + roots[i - 1], roots[k] being the roots among
     # local ids 1..k (k less the demoted ids up to k), base[r] = 1 + the row's offset - roots
