@@ -61,9 +61,8 @@ def _shift_pairs(
     ``a``'s foreground is found once and looked up in ``b``, flattened, at all shifts in one
     gather, rather than a pass over the whole face per shift (9 per face under full
     connectivity): a face is mostly background, and this step is on the merge's critical path.
-    Few large NumPy calls, not a few per shift: each lets go of the GIL and waits to take it
-    back from a worker's other threads. Neighbouring voxels mostly give the pair before, so
-    dropping those repeats leaves little to sort.
+    Neighbouring voxels mostly give the pair before, so dropping those repeats leaves little to
+    sort.
     """
     if a.shape != b.shape:
         raise ValueError(f"contact planes of shapes {a.shape} and {b.shape}")
