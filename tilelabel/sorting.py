@@ -1,8 +1,7 @@
 """Distinct values by sorting, for the label arrays of the merge.
 
 NumPy's ``np.unique`` (2.3 and later) finds distinct values through a hash table: on a chunk's
-faces (1.5 million labels, 10^5 distinct) that is 10 to 30 times slower than a sort, and holds
-the GIL, which a worker's other threads need. A sort of integers lets it go.
+faces (1.5 million labels, 10^5 distinct) that is 10 to 30 times slower than a sort.
 """
 
 from __future__ import annotations
