@@ -81,11 +81,17 @@ def labels_again(
     return be, labels
 
 
+def lut_on_device(spec: LutSpec, *, labeler: Labeler, dtype: np.dtype) -> Any:
+    """The chunk's lookup table, built on the device that applies it. Built before the chunk's
+    labeling is queued there, its copies over wait for nothing."""
+    with get_backend(labeler.backend).arrays() as xp:
+        return build_lut(spec, dtype, xp)
+
+
 def relabel(block: np.ndarray, spec: LutSpec, *, labeler: Labeler, dtype: np.dtype) -> np.ndarray:
     """A chunk labeled again and mapped to its final labels (a host array of ``dtype``)."""
+    lut = lut_on_device(spec, labeler=labeler, dtype=dtype)
     be, labels = labels_again(block, spec, labeler=labeler)
-    with be.arrays() as xp:
-        lut = build_lut(spec, dtype, xp)
     return be.apply_lut(labels, lut)
 
 
@@ -110,10 +116,7 @@ def write_chunk(
     compressed storage chunks the target then stores as they are. While it runs, it counts as
     one of ``tag``'s writes in flight (:func:`writes_in_flight`)."""
     with _writing(tag):
-        # on the device that applies it, before the chunk's labeling is queued there: its
-        # copies over then wait for nothing
-        with get_backend(labeler.backend).arrays() as xp:
-            lut = build_lut(spec, dtype, xp)
+        lut = lut_on_device(spec, labeler=labeler, dtype=dtype)
         kept = None if slot is None else keep.take(slot)
         if kept is None:
             block = materialize(block, chunk.slices, labeler)

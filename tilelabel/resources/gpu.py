@@ -65,7 +65,12 @@ def memory_slots(device: str) -> int | None:
     """How many worker threads of :data:`GPU_MEMORY_PER_WORKER` the device's free memory holds
     now (None where NVML cannot tell)."""
     free = free_memory(device)
-    return None if free is None else max(1, free // GPU_MEMORY_PER_WORKER)
+    return None if free is None else slots_in(free)
+
+
+def slots_in(free: int) -> int:
+    """Worker threads of :data:`GPU_MEMORY_PER_WORKER` that ``free`` bytes hold (at least one)."""
+    return max(1, free // GPU_MEMORY_PER_WORKER)
 
 
 def first_gpu() -> str:
@@ -112,8 +117,7 @@ class GPUResources:
         free = free_memory(first_gpu())
         if free is None or not fits_one_gpu(work, free):
             return None
-        room = max(1, free // GPU_MEMORY_PER_WORKER)
-        return work.threads(worker_threads(usable_cores(), room))
+        return work.threads(worker_threads(usable_cores(), slots_in(free)))
 
     def local_cluster(self, work: Work, *, workers: int | None = None):
         """A local GPU cluster of one worker on each of ``workers`` GPUs (default: all;
