@@ -597,6 +597,8 @@ def _timed_run(method, src, dst, args, gpu, client) -> dict:
     client.run(start_peaks, gpu)
     here = gc_pauses()
     stream = get_task_stream(client)
+    # no run waits on the input's or an earlier run's writes still going to disk
+    os.sync()
     stream.__enter__()
     t0, t0_wall = time.perf_counter(), time.time()
     if method.startswith("copy-dask"):
