@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import summarize_block
+from tilelabel.kernels.cpu_ops import shifted_pairs
 from tilelabel.pipeline import borders
 
 
@@ -54,12 +55,15 @@ def test_face_mask_marks_every_open_face_a_label_touches():
     assert bits == {1: 1 << 4, 3: 1 << 1}
 
 
-def _pairs_by_pass(a, b, shift):
-    """(a[p], b[p + shift]) where both are foreground, one pass over the whole overlap."""
+def _pairs_by_pass(a, b, shift, va=None, vb=None):
+    """(a[p], b[p + shift]) where both are foreground (and of one value), one pass over the
+    whole overlap."""
     sa = tuple(slice(max(0, -s), n - max(0, s)) for s, n in zip(shift, a.shape, strict=True))
     sb = tuple(slice(max(0, s), n - max(0, -s)) for s, n in zip(shift, b.shape, strict=True))
     la, lb = a[sa].reshape(-1), b[sb].reshape(-1)
     both = (la != 0) & (lb != 0)
+    if va is not None:
+        both &= va[sa].reshape(-1) == vb[sb].reshape(-1)
     return set(zip(la[both].tolist(), lb[both].tolist(), strict=True))
 
 
@@ -72,11 +76,17 @@ def test_shifted_pairs_equal_a_pass_per_shift(shape, density):
         for _ in range(2)
     )
     shifts = list(itertools.product((-1, 0, 1), repeat=len(shape)))
-    la, lb = borders._unique_pairs(borders._shift_pairs(a, b, shifts))
-    assert la.dtype == lb.dtype == np.uint32 and la.shape == lb.shape
+    packed = shifted_pairs(a, b, shifts)
+    assert packed.dtype == np.uint64 and np.all(packed[1:] > packed[:-1])  # sorted, distinct
     want = set().union(*(_pairs_by_pass(a, b, s) for s in shifts))
-    assert set(zip(la.tolist(), lb.tolist(), strict=True)) == want
-    assert la.size == len(want)
+    assert _unpacked(packed) == want
     for shift in shifts:  # one shift alone, too
-        la, lb = borders._unique_pairs(borders._shift_pairs(a, b, [shift]))
-        assert set(zip(la.tolist(), lb.tolist(), strict=True)) == _pairs_by_pass(a, b, shift)
+        assert _unpacked(shifted_pairs(a, b, [shift])) == _pairs_by_pass(a, b, shift)
+    va, vb = (rng.integers(0, 3, shape).astype(np.uint16) for _ in range(2))  # multi-label
+    want = set().union(*(_pairs_by_pass(a, b, s, va, vb) for s in shifts))
+    assert _unpacked(shifted_pairs(a, b, shifts, va, vb)) == want
+
+
+def _unpacked(packed):
+    high, low = packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)
+    return set(zip(high.tolist(), low.tolist(), strict=True))

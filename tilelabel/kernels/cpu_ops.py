@@ -39,3 +39,104 @@ def apply_lut(labels: np.ndarray, lut: np.ndarray) -> np.ndarray:
     out = np.empty(labels.shape, dtype=lut.dtype)
     _apply_lut(np.ascontiguousarray(labels).reshape(-1), lut, out.reshape(-1))
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _shifted_pairs(a, shape, framed, strides, deltas, va, vb, values):
+    # a voxel's pairs at every shift, before the next voxel's: a label is mostly that of the
+    # voxel before and its neighbours, so comparing with the pair last kept drops most repeats
+    n_fg = 0
+    for i in range(a.size):
+        n_fg += a[i] != 0
+    out = np.empty(n_fg * deltas.size, np.uint64)
+    coords = np.zeros(shape.size, np.int64)
+    pos = strides.sum()  # voxel 0 of ``a`` in the frame: one voxel in along every axis
+    c = 0
+    for i in range(a.size):
+        x = a[i]
+        if x != 0:
+            for s in range(deltas.size):
+                q = pos + deltas[s]
+                y = framed[q]
+                if y != 0 and (not values or va[i] == vb[q]):
+                    p = (np.uint64(x) << np.uint64(32)) | np.uint64(y)
+                    if c == 0 or out[c - 1] != p:
+                        out[c] = p
+                        c += 1
+        ax = shape.size - 1  # the next voxel in C order
+        while ax >= 0:
+            coords[ax] += 1
+            pos += strides[ax]
+            if coords[ax] < shape[ax]:
+                break
+            pos -= coords[ax] * strides[ax]
+            coords[ax] = 0
+            ax -= 1
+    kept = np.sort(out[:c])
+    m = 0
+    for i in range(kept.size):
+        if m == 0 or kept[i] != kept[m - 1]:
+            kept[m] = kept[i]
+            m += 1
+    return kept[:m]
+
+
+def shifted_pairs(
+    a: np.ndarray,
+    b: np.ndarray,
+    shifts: list,
+    va: np.ndarray | None = None,
+    vb: np.ndarray | None = None,
+) -> np.ndarray:
+    """The distinct pairs (a[p], b[p + shift]) over every shift in ``shifts`` where both are
+    nonzero (and, given the values ``va`` and ``vb`` of those voxels, of one value), packed as
+    ``a << 32 | b`` (uint64, sorted). ``a`` and ``b``: arrays of one shape and an unsigned type
+    of at most 32 bits; a shift past ``b``'s edge finds nothing. One pass that lets go of the
+    GIL, for the many threads of a GPU worker."""
+    if a.shape != b.shape:
+        raise ValueError(f"contact planes of shapes {a.shape} and {b.shape}")
+    if not shifts:
+        return np.empty(0, np.uint64)
+    if a.ndim == 0:  # a corner: one voxel each
+        a, b, shifts = a.reshape(1), b.reshape(1), [(0,)] * len(shifts)
+        if va is not None:
+            va, vb = va.reshape(1), vb.reshape(1)
+    framed = np.pad(b, 1)  # a frame of background one voxel wide: what a shift past b reads
+    strides = np.cumprod((1, *framed.shape[:0:-1]))[::-1].astype(np.int64)
+    deltas = np.asarray(shifts, np.int64).reshape(len(shifts), -1) @ strides
+    values = va is not None
+    if values:
+        va, vb = np.ascontiguousarray(va).reshape(-1), np.pad(vb, 1).reshape(-1)
+    else:
+        va = vb = np.zeros(0, np.uint8)
+    return _shifted_pairs(
+        np.ascontiguousarray(a).reshape(-1),
+        np.asarray(a.shape, np.int64),
+        framed.reshape(-1),
+        strides,
+        deltas,
+        va,
+        vb,
+        values,
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def _positions(labels, ids, out):
+    last, at = 0, 0
+    for i in range(labels.size):
+        x = labels[i]
+        if x == 0:
+            continue
+        if x != last:  # a face's labels come in runs: search once per run
+            at = np.searchsorted(ids, x) + 1
+            last = x
+        out[i] = at
+
+
+def positions(labels: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Each voxel's label as its position in the sorted ``ids`` plus one (uint32; 0 where the
+    label is 0); every nonzero label must be in ``ids``."""
+    out = np.zeros(labels.shape, np.uint32)
+    _positions(np.ascontiguousarray(labels).reshape(-1), ids, out.reshape(-1))
+    return out

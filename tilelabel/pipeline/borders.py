@@ -20,7 +20,6 @@ import numpy as np
 
 from tilelabel.connectivity import structure
 from tilelabel.pipeline.local import Borders
-from tilelabel.sorting import unique
 
 _EMPTY_PAIRS = np.empty((0, 2), np.int64)
 
@@ -47,62 +46,6 @@ def _contact(faces: list[np.ndarray | None], step: Sequence[int], high: bool) ->
     return face[tuple(index)]
 
 
-def _shift_pairs(
-    a: np.ndarray,
-    b: np.ndarray,
-    shifts: Sequence[Sequence[int]],
-    va: np.ndarray | None = None,
-    vb: np.ndarray | None = None,
-) -> np.ndarray:
-    """Label pairs (a[p], b[p + shift]) for every shift, where both are foreground (and with
-    the source values ``va`` and ``vb`` of those voxels, of one value), packed as
-    ``a << 32 | b`` (uint64), repeats of the pair before dropped.
-
-    ``a``'s foreground is found once and looked up in ``b``, flattened, at all shifts in one
-    gather, rather than a pass over the whole face per shift (9 per face under full
-    connectivity): a face is mostly background, and this step is on the merge's critical path.
-    Neighbouring voxels mostly give the pair before, so dropping those repeats leaves little to
-    sort.
-    """
-    if a.shape != b.shape:
-        raise ValueError(f"contact planes of shapes {a.shape} and {b.shape}")
-    if not shifts:
-        return np.empty(0, np.uint64)
-    if a.ndim == 0:  # a corner: one voxel each
-        a, b, shifts = a.reshape(1), b.reshape(1), [(0,)] * len(shifts)
-        if va is not None:
-            va, vb = va.reshape(1), vb.reshape(1)
-    # b in a frame of background one voxel wide: a shift past its edge reads background
-    framed = np.pad(b, 1)
-    strides = np.cumprod((1, *framed.shape[:0:-1]))[::-1]  # elements per step along each axis
-    fg = np.flatnonzero(a)
-    at = np.zeros_like(fg)  # where each of them lies in the frame
-    for c, stride in zip(np.unravel_index(fg, a.shape), strides, strict=True):
-        at += (c + 1) * stride
-    # (shifts, foreground voxels): rows in the order of ``shifts``
-    there = at + np.asarray(shifts, np.int64).reshape(len(shifts), -1) @ strides[:, None]
-    lb = framed.reshape(-1)[there]
-    both = lb != 0
-    if va is not None:
-        own = np.ascontiguousarray(va).reshape(-1)[fg]
-        both &= np.pad(vb, 1).reshape(-1)[there] == own
-    packed = ((a.reshape(-1)[fg].astype(np.uint64) << np.uint64(32)) | lb)[both]
-    if packed.size > 1:
-        new = np.empty(packed.size, bool)
-        new[0] = True
-        np.not_equal(packed[1:], packed[:-1], out=new[1:])
-        packed = packed[new]
-    return packed
-
-
-def _unique_pairs(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (a, b) pairs of uint32 positions from :func:`_shift_pairs`' packed pairs: a
-    1-D sort (``unique(axis=0)`` on rows sorts through a void view, many times slower and
-    holding the GIL)."""
-    packed = unique(packed)
-    return (packed >> np.uint64(32)).astype(np.uint32), packed.astype(np.uint32)
-
-
 #: a border label across the merge is named ``chunk ordinal << POSITION_BITS | position``, its
 #: position being its index in the chunk's sorted border ids
 POSITION_BITS = 32
@@ -118,14 +61,15 @@ def contact(
     Computed on the worker that holds the chunk's borders, so that a pair of chunks exchanges
     one face, edge or corner of the small position type instead of all six faces and ids.
     """
+    from tilelabel.kernels import cpu_ops  # numba: loaded by the workers whose chunks meet
+
     labels = _contact(borders.faces, step, high)
     if borders.ids.size >= 1 << POSITION_BITS:
         raise ValueError(f"{borders.ids.size} border labels in one chunk; use smaller chunks")
-    out = np.zeros(labels.shape, np.uint32)
-    fg = labels != 0
-    out[fg] = np.searchsorted(borders.ids, labels[fg].astype(np.int64)) + 1
+    out = cpu_ops.positions(labels, borders.ids)
     if borders.values is None:
         return out
+    fg = out != 0
     values = np.zeros(labels.shape, borders.values.dtype)
     values[fg] = borders.values[out[fg] - 1]
     return out, values
@@ -152,6 +96,8 @@ def chunk_pairs(
     """
     if not neighbours:
         return _EMPTY_PAIRS
+    from tilelabel.kernels import cpu_ops
+
     ndim = len(neighbours[0][0])
     if isinstance(connectivity, np.ndarray):
         struct = connectivity.astype(bool, copy=False)
@@ -171,8 +117,9 @@ def chunk_pairs(
                 shifts.append(shift)
         if not shifts:  # no neighbour of the structure lies across this edge or corner
             continue
-        la, lb = _unique_pairs(_shift_pairs(a, b, shifts, va, vb))
-        if la.size:
+        packed = cpu_ops.shifted_pairs(a, b, shifts, va, vb)
+        if packed.size:
+            la, lb = packed >> np.uint64(POSITION_BITS), packed & np.uint64(0xFFFFFFFF)
             pa = (np.int64(ordinal) << POSITION_BITS) + (la.astype(np.int64) - 1)
             pb = (np.int64(other) << POSITION_BITS) + (lb.astype(np.int64) - 1)
             out.append(np.stack([pa, pb], axis=1))
