@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numba
 import numpy as np
 import pytest
 
@@ -90,3 +91,31 @@ def test_shifted_pairs_equal_a_pass_per_shift(shape, density):
 def _unpacked(packed):
     high, low = packed >> np.uint64(32), packed & np.uint64(0xFFFFFFFF)
     return set(zip(high.tolist(), low.tolist(), strict=True))
+
+
+def test_warming_covers_the_types_a_merge_hands_the_kernels(monkeypatch):
+    from tilelabel.kernels import cpu_ops
+
+    seen = {}
+
+    def spy(name, kernel):
+        def call(*args):
+            seen.setdefault(name, set()).add(tuple(numba.typeof(a) for a in args))
+            return kernel(*args)
+
+        return call
+
+    for name in ("_positions", "_shifted_pairs"):
+        monkeypatch.setattr(cpu_ops, name, spy(name, getattr(cpu_ops, name)))
+    cpu_ops.warm()
+    warmed = dict(seen)
+    seen.clear()
+    img = np.zeros((6, 6, 6), np.uint8)
+    img[1:5, 2:4, :] = 1
+    every = ((True, True),) * 3
+    mine, theirs = (
+        summarize_block(img, (0, 0, 6 * k), (6, 6, 12), every, 26).borders for k in (0, 1)
+    )
+    contact = borders.contact(theirs, (0, 0, 1), high=False)
+    assert borders.chunk_pairs(mine, 0, [((0, 0, 1), contact, 1)], 26).shape[0] > 0
+    assert seen == warmed  # nothing that a run hands them is left to compile

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from tilelabel.sorting import unique
+
 
 @numba.njit(cache=True, nogil=True)
 def _first_indices(flat, n):
@@ -72,13 +74,7 @@ def _shifted_pairs(a, shape, framed, strides, deltas, va, vb, values):
             pos -= coords[ax] * strides[ax]
             coords[ax] = 0
             ax -= 1
-    kept = np.sort(out[:c])
-    m = 0
-    for i in range(kept.size):
-        if m == 0 or kept[i] != kept[m - 1]:
-            kept[m] = kept[i]
-            m += 1
-    return kept[:m]
+    return out[:c]
 
 
 def shifted_pairs(
@@ -109,7 +105,7 @@ def shifted_pairs(
         va, vb = np.ascontiguousarray(va).reshape(-1), np.pad(vb, 1).reshape(-1)
     else:
         va = vb = np.zeros(0, np.uint8)
-    return _shifted_pairs(
+    packed = _shifted_pairs(
         np.ascontiguousarray(a).reshape(-1),
         np.asarray(a.shape, np.int64),
         framed.reshape(-1),
@@ -119,6 +115,8 @@ def shifted_pairs(
         vb,
         values,
     )
+    # NumPy's sort lets go of the GIL too, and numba's takes seconds to compile
+    return unique(packed)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -140,3 +138,11 @@ def positions(labels: np.ndarray, ids: np.ndarray) -> np.ndarray:
     out = np.zeros(labels.shape, np.uint32)
     _positions(np.ascontiguousarray(labels).reshape(-1), ids, out.reshape(-1))
     return out
+
+
+def warm() -> None:
+    """Load the border kernels above for the types a run hands them (uint32 labels and
+    positions, int64 ids): read from numba's cache, or compiled on a fresh install."""
+    labels = np.ones((2, 2), np.uint32)
+    at = positions(labels, np.ones(1, np.int64))
+    shifted_pairs(at, at, [(0, 0)])

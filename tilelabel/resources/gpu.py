@@ -11,6 +11,7 @@ compresses the output where its codec allows (:mod:`.encoding`).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 
@@ -98,6 +99,16 @@ def _warm_encoder_soon(codec: str) -> None:
     threading.Thread(target=encoder.warm, args=(codec,), daemon=True, name="tilelabel-warm").start()
 
 
+@functools.cache
+def _warm_borders_soon() -> None:
+    """Load the border merge's numba kernels in a background thread of this worker, once,
+    while the labeling pass runs: where chunks meet, the first of them would otherwise wait for
+    numba to load (and, on a fresh install, compile) them."""
+    from tilelabel.kernels import cpu_ops
+
+    threading.Thread(target=cpu_ops.warm, daemon=True, name="tilelabel-warm-borders").start()
+
+
 class GPUResources:
     """The ``cuda`` backend's :class:`tilelabel.resources.Resources`."""
 
@@ -161,6 +172,8 @@ class GPUResources:
         )
         if fit.encode:
             ex.each(_warm_encoder_soon, codec, lenient=True)  # a lost worker warms none
+        if fit.plan.nchunks > 1:
+            ex.each(_warm_borders_soon, lenient=True)
         return fit
 
     def encoder(self, fit: Fit, created: Created) -> GPUEncoder | None:
