@@ -1,4 +1,5 @@
-"""CPU (numba) helpers around the kernels: first voxels of labels and lookup-table application."""
+"""CPU (numba) helpers around the kernels: first voxels of labels, lookup-table application, and
+the border merge's pairs and positions (which GPU workers run on the host too)."""
 
 from __future__ import annotations
 
