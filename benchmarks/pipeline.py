@@ -385,45 +385,53 @@ def zarr_copy(src: str, dst: str, client: Client, backend: str, chunks) -> None:
     client.gather(futures)
 
 
-def _decoded(source: ZarrSource, block: tuple[slice, ...]) -> np.ndarray | None:
-    """``block`` decoded from its stored zstd frames by numcodecs, in this thread (numcodecs and
-    hashlib let go of the GIL, where zarr's reads take turns on its event loop); None where the
-    array's chunks are not single zstd frames (read it through zarr)."""
+def _block_parts(
+    source: ZarrSource, block: tuple[slice, ...], tile: tuple[int, ...]
+) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    """Each storage chunk (``tile``) of ``block``, with its offset in the block. Where the
+    array's chunks are single zstd frames of ``tile``, numcodecs decodes each in this thread
+    (numcodecs and hashlib let go of the GIL, where zarr's reads take turns on its event loop),
+    and nothing copies it into a block; else zarr reads the block in one piece."""
+    import itertools
+
     import numcodecs
 
+    shape = tuple(s.stop - s.start for s in block)
+    offsets = list(itertools.product(*(range(0, n, t) for n, t in zip(shape, tile, strict=True))))
     raw = source.raw(block, lambda codec: codec == "zstd")
-    if raw is None:
-        return None
-    tile, zstd = raw.layout.tile, numcodecs.Zstd()
-    out = np.zeros(raw.shape, raw.dtype)  # a chunk not stored is all zero
-    for idx, frame in raw.tiles.items():
-        decoded = np.frombuffer(zstd.decode(frame), raw.dtype).reshape(tile)
-        where = tuple(
-            slice(i * t, min((i + 1) * t, n)) for i, t, n in zip(idx, tile, raw.shape, strict=True)
-        )
-        out[where] = decoded[tuple(slice(0, w.stop - w.start) for w in where)]
-    return out
+    if raw is None or raw.layout.tile != tuple(tile):
+        labels = source(block)
+        return [
+            (o, labels[tuple(slice(s, s + t) for s, t in zip(o, tile, strict=True))])
+            for o in offsets
+        ]
+    zstd, parts = numcodecs.Zstd(), []
+    for o in offsets:
+        inside = tuple(slice(0, min(t, n - s)) for s, t, n in zip(o, tile, shape, strict=True))
+        frame = raw.tiles.get(tuple(s // t for s, t in zip(o, tile, strict=True)))
+        if frame is None:  # a chunk not stored is all zero
+            part = np.zeros([c.stop for c in inside], raw.dtype)
+        else:
+            part = np.frombuffer(zstd.decode(frame), raw.dtype).reshape(tile)[inside]
+        parts.append((o, part))
+    return parts
 
 
 def _block_digests(
     source: ZarrSource, block: tuple[slice, ...], tile: tuple[int, ...]
 ) -> list[tuple[tuple[int, ...], bytes]]:
-    """The digest of each storage chunk (``tile``) of ``block``, read in one piece, with the
-    chunk's global position: one task for a block of chunks costs less than one per chunk."""
+    """The digest of each storage chunk (``tile``) of ``block``, with the chunk's global
+    position: one task for a block of chunks costs less than one per chunk."""
     import hashlib
-    import itertools
 
-    labels = _decoded(source, block)
-    if labels is None:
-        labels = source(block)
+    parts = _block_parts(source, block, tile)
     # the values, not their bytes in memory: uint32 and uint64 outputs of one labeling agree
-    if labels.dtype.itemsize > 4 and (labels.size == 0 or labels.max() <= np.iinfo(np.uint32).max):
-        labels = labels.astype(np.uint32)
-    labels = labels.astype(labels.dtype.newbyteorder("<"), copy=False)
-    starts = [range(0, n, t) for n, t in zip(labels.shape, tile, strict=True)]
+    limit = np.iinfo(np.uint32).max
+    if parts[0][1].dtype.itemsize > 4 and all(p.size == 0 or p.max() <= limit for _, p in parts):
+        parts = [(o, p.astype(np.uint32)) for o, p in parts]
     out = []
-    for offset in itertools.product(*starts):
-        part = labels[tuple(slice(o, o + t) for o, t in zip(offset, tile, strict=True))]
+    for offset, part in parts:
+        part = part.astype(part.dtype.newbyteorder("<"), copy=False)
         position = tuple((b.start + o) // t for b, o, t in zip(block, offset, tile, strict=True))
         out.append((position, hashlib.blake2b(np.ascontiguousarray(part)).digest()))
     return out
