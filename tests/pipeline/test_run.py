@@ -256,7 +256,8 @@ class WhereDone(SchedulerPlugin):
 def test_each_spec_is_made_where_its_chunk_was_labeled(tmp_path, client):
     """Left to dask, a spec ran where its largest input was, the prefix sums of its chunk row,
     and waited there for its write: one worker held many. Placed, each is made on the worker
-    that labeled its chunk (which holds the chunk's counts)."""
+    that labeled its chunk (which holds the chunk's counts). The place is a preference: dask's
+    work stealing may still move a few specs to an idle worker."""
     img = random_volume((32, 32, 32), 0.3, seed=6)
     done = label_watched(client, WhereDone(), "done", tmp_path, img, keep_input=False)
     by_kind = {}
@@ -264,7 +265,8 @@ def test_each_spec_is_made_where_its_chunk_was_labeled(tmp_path, client):
         by_kind.setdefault(name.split("-")[1], {})[idx] = worker
     assert len(by_kind["spec"]) == len(by_kind["counts"]) == 64
     assert len(set(by_kind["counts"].values())) > 1  # the chunks were spread
-    assert by_kind["spec"] == by_kind["counts"]
+    beside = sum(by_kind["spec"][idx] == w for idx, w in by_kind["counts"].items())
+    assert beside >= 56, beside  # left to dask, about half or fewer
     assert not placing_plugins(client)  # it left once every spec had started
 
 
