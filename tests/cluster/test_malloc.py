@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,8 +40,9 @@ def test_freed_arrays_are_reused_where_dask_pinned_the_threshold():
         "a = f(); assert reuse_freed_memory(); print(a, f())\n"
     )
     env = {"MALLOC_TRIM_THRESHOLD_": "65536", "PATH": ""}
+    root = Path(__file__).parents[2]
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True
     )
     pinned, reused = map(int, out.stdout.split())
     assert pinned >= 50 * 200

@@ -29,8 +29,9 @@ def reuse_freed_memory() -> bool:
     """Serve blocks up to :data:`MMAP_THRESHOLD` from the heap, and give its top back to the
     system past twice that, in this process; False where the C library has no glibc
     ``mallopt``."""
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-    if mallopt is None:
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError, TypeError):  # no such symbol, or no C library to ask
         return False
     return bool(
         mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
