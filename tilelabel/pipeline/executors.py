@@ -75,8 +75,7 @@ def open_executor(run: Run, client: Client | None = None) -> Iterator[Executor]:
     scheduler address, a ``cluster:`` section) or the client already active in this process;
     else this process's threads where its resources say the volume fits one process
     (:meth:`~tilelabel.resources.Resources.in_process`); else a local cluster started for it
-    (:func:`tilelabel.cluster.local.connect`). A cluster's workers reuse the memory of the
-    arrays they free (:mod:`tilelabel.cluster.malloc`)."""
+    (:func:`tilelabel.cluster.local.connect`)."""
     o = run.options
     if client is None and o.scheduler is None and o.cluster is None:
         client = active_client()
@@ -86,7 +85,6 @@ def open_executor(run: Run, client: Client | None = None) -> Iterator[Executor]:
             with ThreadExecutor(threads) as ex:
                 yield ex
             return
-    from tilelabel.cluster import malloc
     from tilelabel.cluster.local import connect
 
     with connect(
@@ -97,7 +95,6 @@ def open_executor(run: Run, client: Client | None = None) -> Iterator[Executor]:
         work=run.work,
         workers=o.workers,
     ) as c:
-        malloc.register(c)
         yield DaskExecutor(c)
 
 
