@@ -18,12 +18,11 @@ workers do, to tell which contention slows the GPU's encoder inside the pipeline
 
 - ``host``: each other process compresses the tiles with numcodecs on a pool of one thread
   per core, as a worker's codec pool does in the writing pass (the cores oversubscribed);
-- ``host-nice``: the same with the pools' threads at a lower priority (``nice`` +10);
 - ``gpu``: each other process labels the block on the GPU, again and again (the GPU
   time-sliced between processes).
 
     python benchmarks/gpu_encode.py --shape 256,512,512 --procs 1 4 16 --out DIR
-    python benchmarks/gpu_encode.py --procs 16 --encoders gpu --load none host host-nice gpu
+    python benchmarks/gpu_encode.py --procs 16 --encoders gpu --load none host gpu
 
 Writes ``gpu_encode.json`` and ``gpu_encode.md`` to DIR (default: $OUT or benchmarks/out).
 """
@@ -49,7 +48,7 @@ from tilelabel.kernels.tiles import tile_slabs  # noqa: E402
 from tilelabel.synth import random_volume  # noqa: E402
 
 ENCODERS = ("gpu", "host")
-LOADS = ("none", "host", "host-nice", "gpu")
+LOADS = ("none", "host", "gpu")
 
 
 def _labels(shape, density):
@@ -134,10 +133,8 @@ def _loader(load, shape, density, tile, barrier, stop):
         if nonzero[k]
     ]
     from tilelabel.settings import codec_threads
-    from tilelabel.storage.loops import lower_priority
 
-    nice = 10 if load == "host-nice" else 0
-    with ThreadPoolExecutor(codec_threads(), initializer=lower_priority, initargs=(nice,)) as pool:
+    with ThreadPoolExecutor(codec_threads()) as pool:
         barrier.wait()
         while not stop.is_set():
             list(pool.map(codec.encode, tiles))

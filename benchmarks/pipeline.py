@@ -837,8 +837,8 @@ def main() -> None:
         default=[""],
         metavar="NAME=VALUE[,NAME=VALUE]",
         help="environment settings to run every method under, a run of each per setting ('': "
-        "as started), which the runs' worker processes inherit; e.g. DASK_TILELABEL__CODEC__NICE=0 "
-        "or DASK_TILELABEL__CODEC__THREADS=2",
+        "as started), which the runs' worker processes inherit; e.g. "
+        "DASK_TILELABEL__CODEC__THREADS=2",
     )
     p.add_argument(
         "--keep-labels",

@@ -11,9 +11,6 @@ key                default meaning
 ================== ======= =========================================================================
 ``codec.threads``  null    threads of a process's codec pool (decoding, encoding, file I/O);
                            null: one per core the process may run on
-``codec.nice``     10      how many ``nice`` steps below the process's other threads the codec
-                           threads run, so that many workers' codec threads do not starve the
-                           threads that drive the GPU and the merge (0: the same priority)
 ================== ======= =========================================================================
 """
 
@@ -23,7 +20,7 @@ from typing import Any
 
 import dask.config
 
-DEFAULTS: dict[str, Any] = {"codec": {"threads": None, "nice": 10}}
+DEFAULTS: dict[str, Any] = {"codec": {"threads": None}}
 
 dask.config.update_defaults({"tilelabel": DEFAULTS})
 
@@ -42,12 +39,4 @@ def codec_threads() -> int:
         return usable_cores()
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"tilelabel.codec.threads must be an integer >= 1, got {value!r}")
-    return value
-
-
-def codec_nice() -> int:
-    """``codec.nice``: nice steps of the codec threads below the process's others."""
-    value = get("codec.nice")
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 39:
-        raise ValueError(f"tilelabel.codec.nice must be an integer in 0..39, got {value!r}")
     return value

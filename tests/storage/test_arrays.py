@@ -60,23 +60,6 @@ def test_inside_a_running_event_loop(tmp_path):
     assert not out[:8, :8].any()
 
 
-@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="thread priorities are Linux's")
-def test_codec_threads_run_below_the_caller():
-    import threading
-
-    from tilelabel.storage.loops import lower_priority
-
-    def nice():
-        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-    mine = nice()
-    with ThreadPoolExecutor(1, initializer=lower_priority, initargs=(3,)) as pool:
-        assert pool.submit(nice).result() == min(19, mine + 3)
-    with ThreadPoolExecutor(1, initializer=lower_priority, initargs=(0,)) as pool:
-        assert pool.submit(nice).result() == mine
-    assert nice() == mine  # the caller's own priority is left as it was
-
-
 @pytest.mark.parametrize(
     "kwargs, raw",
     [

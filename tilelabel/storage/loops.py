@@ -3,7 +3,7 @@
 zarr's synchronous API hands the reads and writes of every thread to one event-loop thread, which
 also does each chunk's assembly copies and emptiness checks: a worker with several threads would
 wait on it in turn. Here each thread runs zarr's coroutines on an event loop of its own, and every
-loop hands its codec work to one process-wide pool (sized and niced by
+loop hands its codec work to one process-wide pool (sized by
 :mod:`tilelabel.settings`). Local stores only: fsspec's async filesystems are bound to their own
 loop.
 """
@@ -11,7 +11,6 @@ loop.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
@@ -22,18 +21,6 @@ from tilelabel import settings
 _thread = threading.local()
 _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
-
-
-def lower_priority(by: int) -> None:
-    """Raise the calling thread's niceness by ``by`` (on Linux each thread has its own; an
-    unprivileged process may always lower its own priority). Nothing where that is not so."""
-    if by <= 0 or not hasattr(os, "setpriority"):
-        return
-    tid = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
-    except OSError:
-        pass
 
 
 class _SharedCodecPool(ThreadPoolExecutor):
@@ -52,14 +39,7 @@ class _SharedCodecPool(ThreadPoolExecutor):
         if not _pool:
             with _pool_lock:
                 if not _pool:
-                    _pool.append(
-                        ThreadPoolExecutor(
-                            settings.codec_threads(),
-                            "tilelabel-codec",
-                            initializer=lower_priority,
-                            initargs=(settings.codec_nice(),),
-                        )
-                    )
+                    _pool.append(ThreadPoolExecutor(settings.codec_threads(), "tilelabel-codec"))
         job = _pool[0].submit(fn, *args, **kwargs)
         with self._jobs_lock:
             self._jobs.add(job)
