@@ -234,11 +234,19 @@ def test_a_write_counts_as_in_flight_from_its_start_on_a_worker(client, sched):
     from tilelabel.pipeline.relabel import write_key, writes_in_flight
 
     tag = "f00d"
-    fut = client.submit(time.sleep, 3.0, key=write_key(tag, 0), pure=False)
-    other = client.submit(time.sleep, 3.0, key=write_key("beef", 0), pure=False)
-    wait_until(lambda: sum(client.run(writes_in_flight, tag).values()) == 1, 60, "the write")
-    assert sum(client.run(writes_in_flight, "beef").values()) == 1  # each tag its own
-    fut.result(), other.result()
+    # one write per worker, so that neither waits for the other (a worker killed by an earlier
+    # test may still be restarting)
+    client.wait_for_workers(2, timeout=60)
+    a, b = sorted(client.scheduler_info()["workers"])
+    fut = client.submit(time.sleep, 5.0, key=write_key(tag, 0), pure=False, workers=[a])
+    other = client.submit(time.sleep, 5.0, key=write_key("beef", 0), pure=False, workers=[b])
+    try:
+        wait_until(lambda: sum(client.run(writes_in_flight, tag).values()) == 1, 60, "the write")
+        wait_until(lambda: sum(client.run(writes_in_flight, "beef").values()) == 1, 60, "beef")
+        assert sum(client.run(writes_in_flight, tag).values()) == 1  # each tag its own
+        fut.result(), other.result()
+    finally:
+        client.cancel([fut, other])
     wait_until(lambda: sum(client.run(writes_in_flight, tag).values()) == 0, 60, "its end")
     assert writes_in_flight(tag) == 0  # here, no worker: only write_chunk's own count
 
