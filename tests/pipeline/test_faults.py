@@ -208,7 +208,6 @@ API_RUN = """
 import json, sys
 import tilelabel
 from distributed import Client
-from tilelabel.pipeline import relabel
 
 with Client(sys.argv[1]) as client:
     try:
