@@ -320,3 +320,58 @@ def test_raw_blocks_hold_the_stored_frames_of_their_chunks(tmp_path, layout):
     )
     blosc[...] = 1
     assert ZarrSource(str(tmp_path / "b.zarr")).raw((slice(0, 4), slice(0, 4)), bool) is None
+
+
+def _frames(data: np.ndarray, tile) -> dict[tuple[int, ...], memoryview]:
+    """``data``'s non-zero tiles in zstd, keyed by their index (as a device encoder hands them)."""
+    import numcodecs
+
+    from tilelabel.kernels.tiles import tile_slabs
+
+    zstd, frames = numcodecs.Zstd(), {}
+    for indices, tiles, nonzero in tile_slabs(data, tile, np):
+        frames.update(
+            (idx, memoryview(zstd.encode(tiles[k]))) for k, idx in enumerate(indices) if nonzero[k]
+        )
+    return frames
+
+
+def test_stored_chunks_of_a_store_not_on_disk_go_through_zarr():
+    """A store other than a local directory (memory://) takes and gives a block's stored chunks
+    through zarr's own store calls, as those of a local one are taken and given as files."""
+    import fsspec
+
+    from tilelabel.storage.arrays import raw_chunks
+
+    url = "memory://tilelabel-raw-chunks/a.zarr"
+    try:
+        data = np.random.default_rng(2).integers(0, 9, (16, 12), dtype=np.uint32)
+        arr = zarr.create_array(url, shape=data.shape, chunks=(8, 6), dtype="u4", fill_value=0)
+        block = (slice(0, 16), slice(0, 12))
+        frames = _frames(data, (8, 6))
+        ZarrTarget(url, raw=raw_chunks(arr)).write_chunks(block, frames)
+        np.testing.assert_array_equal(zarr.open_array(url)[...], data)
+        raw = ZarrSource(url).raw(block, lambda codec: codec == "zstd")
+        assert {k: bytes(v) for k, v in raw.tiles.items()} == {
+            k: bytes(v) for k, v in frames.items()
+        }
+    finally:
+        fsspec.filesystem("memory").rm("/tilelabel-raw-chunks", recursive=True)
+
+
+def test_a_chunk_that_cannot_be_written_leaves_no_partial_file(tmp_path):
+    """A chunk file is written whole under a temporary name and then renamed, as zarr writes
+    it: where the rename fails (here a folder holds the chunk's place) the error comes out
+    and no partial file stays behind."""
+    from tilelabel.storage.arrays import raw_chunks
+
+    url = str(tmp_path / "a.zarr")
+    arr = zarr.create_array(url, shape=(16, 12), chunks=(8, 6), dtype="u4", fill_value=0)
+    (tmp_path / "a.zarr" / "c" / "1" / "1" / "taken").mkdir(parents=True)
+    data = np.ones((16, 12), np.uint32)
+    with pytest.raises(OSError):
+        ZarrTarget(url, raw=raw_chunks(arr)).write_chunks(
+            (slice(0, 16), slice(0, 12)), _frames(data, (8, 6))
+        )
+    assert not [p for p in (tmp_path / "a.zarr").rglob("*") if ".partial" in p.name]
+    np.testing.assert_array_equal(zarr.open_array(url)[:8], 1)  # those before it were written

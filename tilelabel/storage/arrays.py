@@ -256,13 +256,7 @@ class ZarrSource:
         coords = [
             self.index + tuple(f + i for f, i in zip(first, idx, strict=True)) for idx in idxs
         ]
-        coro = loops.get_chunks(arr.store_path, arr.metadata.encode_chunk_key, coords)
-        if loops.here(self.url):
-            found = loops.run_here(coro)
-        else:
-            from zarr.core.sync import sync
-
-            found = sync(coro)
+        found = loops.get_chunks(self.url, arr.store_path, arr.metadata.encode_chunk_key, coords)
         stored = {idx: data for idx, data in zip(idxs, found, strict=True) if data is not None}
         if layout.shard is None:
             return RawBlock(layout, np.dtype(arr.dtype), shape, stored)
@@ -351,12 +345,7 @@ class ZarrTarget:
             (self.index + tuple(f + i for f, i in zip(first, idx, strict=True)), data)
             for idx, data in tiles.items()
         ]
-        coro = loops.put_chunks(arr.store_path, arr.metadata.encode_chunk_key, items)
-        if loops.here(self.url):
-            return loops.run_here(coro)
-        from zarr.core.sync import sync
-
-        sync(coro)
+        loops.put_chunks(self.url, arr.store_path, arr.metadata.encode_chunk_key, items)
 
 
 def _into_shards(

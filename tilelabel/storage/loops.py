@@ -6,13 +6,20 @@ wait on it in turn. Here each thread runs zarr's coroutines on an event loop of 
 loop hands its codec work to one process-wide pool (sized by
 :mod:`tilelabel.settings`). Local stores only: fsspec's async filesystems are bound to their own
 loop.
+
+Chunks moved as stored bytes (:func:`get_chunks`, :func:`put_chunks`) skip the loop where the
+store is local: each is one file (zarr's ``LocalStore`` keeps a key at that path under its root),
+read or written on the calling thread, whose file calls let go of the GIL. Through the loop, each
+file would be a task and a pool job, whose bookkeeping holds the GIL longer than the read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
 
 import numpy as np
 
@@ -113,9 +120,63 @@ async def write(url: str, selection: tuple, data: np.ndarray, run: str | None = 
     await arr.setitem(selection, data)
 
 
-async def put_chunks(store_path, encode_key, items) -> None:
-    """Store each ``(chunk coordinates, bytes-like)`` of ``items`` under its chunk key, without
-    copying the bytes (a copy here would hold the GIL)."""
+def _directory(store_path) -> Path | None:
+    """Where ``store_path`` (a zarr ``StorePath``) keeps its keys as files: a ``LocalStore``'s
+    root joined with the path; None for any other store."""
+    from zarr.storage import LocalStore
+
+    if not isinstance(store_path.store, LocalStore):
+        return None
+    return Path(store_path.store.root, store_path.path)
+
+
+def _sync(url: str, coro):
+    if here(url):
+        return run_here(coro)
+    from zarr.core.sync import sync
+
+    return sync(coro)
+
+
+def put_chunks(url: str, store_path, encode_key, items) -> None:
+    """Store each ``(chunk coordinates, bytes-like)`` of ``items`` under its chunk key in the
+    array at ``url``, without copying the bytes (a copy here would hold the GIL). A local
+    store's files are written as zarr writes them: whole, under a temporary name first."""
+    root = _directory(store_path)
+    if root is None:
+        return _sync(url, _put_chunks(store_path, encode_key, items))
+    made: set[Path] = set()
+    for coords, data in items:
+        path = root / encode_key(coords)
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
+        partial = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+        try:
+            with open(partial, "wb") as f:
+                f.write(data)
+            partial.replace(path)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+
+
+def get_chunks(url: str, store_path, encode_key, coords) -> list[np.ndarray | None]:
+    """The stored bytes of the chunk at each of ``coords`` of the array at ``url``, as uint8
+    arrays (None: not stored)."""
+    root = _directory(store_path)
+    if root is None:
+        return _sync(url, _get_chunks(store_path, encode_key, coords))
+    found = []
+    for c in coords:
+        try:
+            found.append(np.frombuffer((root / encode_key(c)).read_bytes(), np.uint8))
+        except FileNotFoundError:
+            found.append(None)
+    return found
+
+
+async def _put_chunks(store_path, encode_key, items) -> None:
     from zarr.core.buffer import default_buffer_prototype
 
     make = default_buffer_prototype().buffer.from_bytes
@@ -124,9 +185,7 @@ async def put_chunks(store_path, encode_key, items) -> None:
     )
 
 
-async def get_chunks(store_path, encode_key, coords) -> list[np.ndarray | None]:
-    """The stored bytes of the chunk at each of ``coords``, as uint8 arrays (None: not
-    stored)."""
+async def _get_chunks(store_path, encode_key, coords) -> list[np.ndarray | None]:
     from zarr.core.buffer import default_buffer_prototype
 
     proto = default_buffer_prototype()
