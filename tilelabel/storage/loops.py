@@ -9,8 +9,9 @@ loop.
 
 Chunks moved as stored bytes (:func:`get_chunks`, :func:`put_chunks`) skip the loop where the
 store is local: each is one file (zarr's ``LocalStore`` keeps a key at that path under its root),
-read or written on the calling thread, whose file calls let go of the GIL. Through the loop, each
-file would be a task and a pool job, whose bookkeeping holds the GIL longer than the read.
+and the codec pool reads or writes a block's files in one job per thread, each over a run of
+them (side by side, as a parallel file system wants). Through the loop, each file would be a
+task and a pool job, whose bookkeeping holds the GIL longer than the read.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +30,16 @@ from tilelabel import settings
 _thread = threading.local()
 _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
+
+
+def codec_pool() -> ThreadPoolExecutor:
+    """The process's codec pool, of ``codec.threads`` threads, made on first use."""
+    # every codec call of every thread comes through here: the lock is for the first only
+    if not _pool:
+        with _pool_lock:
+            if not _pool:
+                _pool.append(ThreadPoolExecutor(settings.codec_threads(), "tilelabel-codec"))
+    return _pool[0]
 
 
 class _SharedCodecPool(ThreadPoolExecutor):
@@ -42,12 +54,7 @@ class _SharedCodecPool(ThreadPoolExecutor):
         self._jobs_lock = threading.Lock()
 
     def submit(self, fn, /, *args, **kwargs):
-        # every codec call of every thread comes through here: the lock is for the first only
-        if not _pool:
-            with _pool_lock:
-                if not _pool:
-                    _pool.append(ThreadPoolExecutor(settings.codec_threads(), "tilelabel-codec"))
-        job = _pool[0].submit(fn, *args, **kwargs)
+        job = codec_pool().submit(fn, *args, **kwargs)
         with self._jobs_lock:
             self._jobs.add(job)
         job.add_done_callback(self._done)
@@ -138,27 +145,47 @@ def _sync(url: str, coro):
     return sync(coro)
 
 
+def _in_runs(fn, items: list) -> list:
+    """``fn`` of each of ``items``, in order, in one codec-pool job per pool thread, each over a
+    run of the items. Every job has ended when this returns or raises: no file is written
+    after a failed call."""
+    size = -(-len(items) // settings.codec_threads()) or 1
+    runs = [items[i : i + size] for i in range(0, len(items), size)]
+    jobs = [codec_pool().submit(lambda run: [fn(x) for x in run], run) for run in runs]
+    wait(jobs)
+    return [y for job in jobs for y in job.result()]
+
+
+def _write_file(item: tuple[Path, Any]) -> None:
+    """Write whole under a temporary name, then rename, as zarr's ``LocalStore`` does."""
+    path, data = item
+    partial = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+    try:
+        with open(partial, "wb") as f:
+            f.write(data)
+        partial.replace(path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def _read_file(path: Path) -> np.ndarray | None:
+    try:
+        return np.frombuffer(path.read_bytes(), np.uint8)
+    except FileNotFoundError:
+        return None
+
+
 def put_chunks(url: str, store_path, encode_key, items) -> None:
     """Store each ``(chunk coordinates, bytes-like)`` of ``items`` under its chunk key in the
-    array at ``url``, without copying the bytes (a copy here would hold the GIL). A local
-    store's files are written as zarr writes them: whole, under a temporary name first."""
+    array at ``url``, without copying the bytes (a copy here would hold the GIL)."""
     root = _directory(store_path)
     if root is None:
         return _sync(url, _put_chunks(store_path, encode_key, items))
-    made: set[Path] = set()
-    for coords, data in items:
-        path = root / encode_key(coords)
-        if path.parent not in made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            made.add(path.parent)
-        partial = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
-        try:
-            with open(partial, "wb") as f:
-                f.write(data)
-            partial.replace(path)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
+    files = [(root / encode_key(coords), data) for coords, data in items]
+    for folder in {path.parent for path, _ in files}:
+        folder.mkdir(parents=True, exist_ok=True)
+    _in_runs(_write_file, files)
 
 
 def get_chunks(url: str, store_path, encode_key, coords) -> list[np.ndarray | None]:
@@ -167,13 +194,7 @@ def get_chunks(url: str, store_path, encode_key, coords) -> list[np.ndarray | No
     root = _directory(store_path)
     if root is None:
         return _sync(url, _get_chunks(store_path, encode_key, coords))
-    found = []
-    for c in coords:
-        try:
-            found.append(np.frombuffer((root / encode_key(c)).read_bytes(), np.uint8))
-        except FileNotFoundError:
-            found.append(None)
-    return found
+    return _in_runs(_read_file, [root / encode_key(c) for c in coords])
 
 
 async def _put_chunks(store_path, encode_key, items) -> None:
