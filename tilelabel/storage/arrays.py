@@ -256,7 +256,7 @@ class ZarrSource:
         coords = [
             self.index + tuple(f + i for f, i in zip(first, idx, strict=True)) for idx in idxs
         ]
-        found = loops.get_chunks(self.url, arr.store_path, arr.metadata.encode_chunk_key, coords)
+        found = loops.get_chunks(arr.store_path, arr.metadata.encode_chunk_key, coords)
         stored = {idx: data for idx, data in zip(idxs, found, strict=True) if data is not None}
         if layout.shard is None:
             return RawBlock(layout, np.dtype(arr.dtype), shape, stored)
@@ -345,7 +345,7 @@ class ZarrTarget:
             (self.index + tuple(f + i for f, i in zip(first, idx, strict=True)), data)
             for idx, data in tiles.items()
         ]
-        loops.put_chunks(self.url, arr.store_path, arr.metadata.encode_chunk_key, items)
+        loops.put_chunks(arr.store_path, arr.metadata.encode_chunk_key, items)
 
 
 def _into_shards(

@@ -137,14 +137,6 @@ def _directory(store_path) -> Path | None:
     return Path(store_path.store.root, store_path.path)
 
 
-def _sync(url: str, coro):
-    if here(url):
-        return run_here(coro)
-    from zarr.core.sync import sync
-
-    return sync(coro)
-
-
 def _in_runs(fn, items: list) -> list:
     """``fn`` of each of ``items``, in order, in one codec-pool job per pool thread, each over a
     run of the items. Every job has ended when this returns or raises: no file is written
@@ -176,24 +168,29 @@ def _read_file(path: Path) -> np.ndarray | None:
         return None
 
 
-def put_chunks(url: str, store_path, encode_key, items) -> None:
-    """Store each ``(chunk coordinates, bytes-like)`` of ``items`` under its chunk key in the
-    array at ``url``, without copying the bytes (a copy here would hold the GIL)."""
+def put_chunks(store_path, encode_key, items) -> None:
+    """Store each ``(chunk coordinates, bytes-like)`` of ``items`` under its chunk key, without
+    copying the bytes (a copy here would hold the GIL). A store other than a local one is
+    remote (an fsspec URL), whose calls run on zarr's own loop."""
     root = _directory(store_path)
     if root is None:
-        return _sync(url, _put_chunks(store_path, encode_key, items))
+        from zarr.core.sync import sync
+
+        return sync(_put_chunks(store_path, encode_key, items))
     files = [(root / encode_key(coords), data) for coords, data in items]
     for folder in {path.parent for path, _ in files}:
         folder.mkdir(parents=True, exist_ok=True)
     _in_runs(_write_file, files)
 
 
-def get_chunks(url: str, store_path, encode_key, coords) -> list[np.ndarray | None]:
-    """The stored bytes of the chunk at each of ``coords`` of the array at ``url``, as uint8
-    arrays (None: not stored)."""
+def get_chunks(store_path, encode_key, coords) -> list[np.ndarray | None]:
+    """The stored bytes of the chunk at each of ``coords``, as uint8 arrays (None: not
+    stored), read as :func:`put_chunks` writes them."""
     root = _directory(store_path)
     if root is None:
-        return _sync(url, _get_chunks(store_path, encode_key, coords))
+        from zarr.core.sync import sync
+
+        return sync(_get_chunks(store_path, encode_key, coords))
     return _in_runs(_read_file, [root / encode_key(c) for c in coords])
 
 
