@@ -188,7 +188,7 @@ WARM = threading.Event()
 def warm(block: Any) -> None:
     """Compress the device array ``block``'s 2-voxel tiles (a tiny labels block): a process's
     first nvCOMP batch loads the library's kernels (up to seconds on a fresh node), and the
-    tiles' kernels compile, which a caller holding a shared encoder turn should not spend."""
+    tiles' kernels compile, which the first chunk written should not wait for."""
     zstd_tiles(block, (2,) * block.ndim)
     WARM.set()
 
