@@ -42,6 +42,12 @@ the node (CPU affinity, which the worker processes inherit and tilelabel's threa
     python benchmarks/pipeline.py --sizes 2048 --densities 0.2 --methods copy-gpu tilelabel-gpu \
         --gpus 1 2 --threads-per-gpu 16
 
+With ``--worker-memory 2GiB`` the workers of tilelabel's clusters spill beyond 60 % of it,
+which bounds their memory whatever the volume (the merge's state grows with it):
+
+    python benchmarks/pipeline.py --sizes 4096 --densities 0.05 --no-digest \
+        --methods tilelabel-gpu --worker-memory 2GiB
+
 Writes ``pipeline.json`` and ``pipeline.md`` to DIR (default: $OUT or benchmarks/out).
 """
 
@@ -203,13 +209,13 @@ class gc_pauses:  # noqa: N801 (used like a function)
         return self.pauses
 
 
-def cpu_cluster(workers: int) -> LocalCluster:
+def cpu_cluster(workers: int, memory: int = 0) -> LocalCluster:
     return LocalCluster(
         n_workers=workers,
         threads_per_worker=1,
         processes=True,
         dashboard_address=None,
-        memory_limit=0,
+        memory_limit=memory,
     )
 
 
@@ -238,11 +244,12 @@ def pinned(cores: int | None):
         every_thread(mine)
 
 
-def gpu_cluster(gpus: int, per_worker: int | None = None, kind: str = ""):
+def gpu_cluster(gpus: int, per_worker: int | None = None, kind: str = "", memory: int = 0):
     """A GPU cluster on ``gpus`` GPUs, one worker on each: tilelabel's (``per_worker`` task
     threads, None: tilelabel's default for the cores the caller holds the run to, see
-    :func:`pinned`), a plain ``LocalCUDACluster()`` (``kind`` ``plain``), or a scheduler and
-    ``dask cuda worker`` processes (``dask-cuda-worker``)."""
+    :func:`pinned`; ``memory``: each worker's memory limit, 0 for none), a plain
+    ``LocalCUDACluster()`` (``kind`` ``plain``), or a scheduler and ``dask cuda worker``
+    processes (``dask-cuda-worker``)."""
     if kind == "plain":
         from dask_cuda import LocalCUDACluster
 
@@ -251,7 +258,9 @@ def gpu_cluster(gpus: int, per_worker: int | None = None, kind: str = ""):
         )
     if kind == "dask-cuda-worker":
         return CudaWorkerProcesses(gpus, per_worker or 8)
-    return cuda_cluster(gpus, threads_per_worker=per_worker, dashboard_address=None, memory_limit=0)
+    return cuda_cluster(
+        gpus, threads_per_worker=per_worker, dashboard_address=None, memory_limit=memory
+    )
 
 
 class CudaWorkerProcesses:
@@ -583,7 +592,11 @@ def run_method(method: str, src: str, dst: str, args, gpus: int = 1) -> list[dic
 
 def _run_method(method, src, dst, args, gpu, gpus, kind, per_worker) -> list[dict]:
     per_worker = per_worker or args.threads_per_worker
-    cluster = gpu_cluster(gpus, per_worker, kind) if gpu else cpu_cluster(args.cpu_workers)
+    memory = args.worker_memory
+    if gpu:
+        cluster = gpu_cluster(gpus, per_worker, kind, memory)
+    else:
+        cluster = cpu_cluster(args.cpu_workers, memory)
     rows = []
     address = cluster.scheduler_address if isinstance(cluster, CudaWorkerProcesses) else cluster
     with cluster, Client(address, set_as_default=False) as client:
@@ -847,6 +860,13 @@ def main() -> None:
         help="keep_labels of the *-keep methods (bytes per worker; sizes like 8GB)",
     )
     p.add_argument(
+        "--worker-memory",
+        type=byte_count,
+        default=0,
+        help="memory limit of each worker of tilelabel's clusters (sizes like 2GiB; default 0: "
+        "none); dask spills a worker's task results to disk beyond 60%% of it",
+    )
+    p.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -994,6 +1014,7 @@ def main() -> None:
         "threads_per_gpu": args.threads_per_gpu,
         "threads_per_worker": args.threads_per_worker,
         "env": args.env,
+        "worker_memory": args.worker_memory,
         "storage_chunk": args.storage_chunk,
         "codec": "zarr default (zstd)",
         "disagreements": wrong,
