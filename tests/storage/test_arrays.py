@@ -149,6 +149,21 @@ def test_raw_codec_names_what_a_device_decodes_and_writes(tmp_path):
     assert raw_codec(sharded, decoding=True) == raw_codec(sharded) == "zstd"
 
 
+def _frames(data: np.ndarray, tile, zstd=None) -> dict[tuple[int, ...], memoryview]:
+    """``data``'s non-zero tiles in zstd (numcodecs' ``zstd``, default level), keyed by their
+    index, as a device encoder hands them."""
+    import numcodecs
+
+    from tilelabel.kernels.tiles import tile_slabs
+
+    zstd, frames = zstd or numcodecs.Zstd(), {}
+    for indices, tiles, nonzero in tile_slabs(data, tile, np):
+        frames.update(
+            (idx, memoryview(zstd.encode(tiles[k]))) for k, idx in enumerate(indices) if nonzero[k]
+        )
+    return frames
+
+
 @pytest.mark.parametrize("lead", [0, 2])
 @pytest.mark.parametrize("zarr_format", [2, 3, "shards"])
 def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):
@@ -159,7 +174,6 @@ def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):
     tiles go to the position the target's index names."""
     import numcodecs
 
-    from tilelabel.kernels.tiles import tile_slabs
     from tilelabel.storage import shards
     from tilelabel.storage.arrays import RawChunks, raw_chunks
 
@@ -195,12 +209,7 @@ def test_write_chunks_reads_back_through_zarr(tmp_path, zarr_format, lead):
     for z0 in range(0, 40, 16):
         for y0 in range(0, 37, 18):
             slices = (slice(z0, z0 + 16), slice(y0, y0 + 18), slice(0, 29))
-            tiles = {}
-            for indices, block_tiles, nonzero in tile_slabs(data[slices], raw.tile, np):
-                for k, idx in enumerate(indices):
-                    if nonzero[k]:
-                        tiles[idx] = memoryview(zstd.encode(block_tiles[k]))
-            target.write_chunks(slices, tiles)
+            target.write_chunks(slices, _frames(data[slices], raw.tile, zstd))
     out = zarr.open_array(target.url)[...]
     np.testing.assert_array_equal(out[index], data)
     if lead:  # the other time point is left unwritten
@@ -320,20 +329,6 @@ def test_raw_blocks_hold_the_stored_frames_of_their_chunks(tmp_path, layout):
     )
     blosc[...] = 1
     assert ZarrSource(str(tmp_path / "b.zarr")).raw((slice(0, 4), slice(0, 4)), bool) is None
-
-
-def _frames(data: np.ndarray, tile) -> dict[tuple[int, ...], memoryview]:
-    """``data``'s non-zero tiles in zstd, keyed by their index (as a device encoder hands them)."""
-    import numcodecs
-
-    from tilelabel.kernels.tiles import tile_slabs
-
-    zstd, frames = numcodecs.Zstd(), {}
-    for indices, tiles, nonzero in tile_slabs(data, tile, np):
-        frames.update(
-            (idx, memoryview(zstd.encode(tiles[k]))) for k, idx in enumerate(indices) if nonzero[k]
-        )
-    return frames
 
 
 def test_stored_chunks_of_a_store_not_on_disk_go_through_zarr():
