@@ -28,17 +28,23 @@ import numpy as np
 from tilelabel import settings
 
 _thread = threading.local()
-_pool: list[ThreadPoolExecutor] = []
+#: the process's codec pool and its thread count, once made
+_pool: list[tuple[ThreadPoolExecutor, int]] = []
 _pool_lock = threading.Lock()
 
 
 def codec_pool() -> ThreadPoolExecutor:
     """The process's codec pool, of ``codec.threads`` threads, made on first use."""
+    return _codec()[0]
+
+
+def _codec() -> tuple[ThreadPoolExecutor, int]:
     # every codec call of every thread comes through here: the lock is for the first only
     if not _pool:
         with _pool_lock:
             if not _pool:
-                _pool.append(ThreadPoolExecutor(settings.codec_threads(), "tilelabel-codec"))
+                threads = settings.codec_threads()
+                _pool.append((ThreadPoolExecutor(threads, "tilelabel-codec"), threads))
     return _pool[0]
 
 
@@ -141,9 +147,11 @@ def _in_runs(fn, items: list) -> list:
     """``fn`` of each of ``items``, in order, in one codec-pool job per pool thread, each over a
     run of the items. Every job has ended when this returns or raises: no file is written
     after a failed call."""
-    size = -(-len(items) // settings.codec_threads()) or 1
+    # the pool's own size, counted once: the setting reads the cgroup's files each time
+    pool, threads = _codec()
+    size = -(-len(items) // threads) or 1
     runs = [items[i : i + size] for i in range(0, len(items), size)]
-    jobs = [codec_pool().submit(lambda run: [fn(x) for x in run], run) for run in runs]
+    jobs = [pool.submit(lambda run: [fn(x) for x in run], run) for run in runs]
     wait(jobs)
     return [y for job in jobs for y in job.result()]
 
