@@ -25,8 +25,9 @@ kernel, all workers and their threads) and minor page faults, taken as the run e
 - ``tilelabel-gpu-gpuencode`` / ``tilelabel-gpu-hostencode``: ``tilelabel-gpu`` with
   ``gpu_encode=True`` / ``False`` (nvCOMP compresses every output chunk on the GPU / zarr all
   of them on the host; ``tilelabel-gpu``: tilelabel's default);
-- any GPU method ``@1xT`` (``tilelabel-gpu@1x4``): that method with T threads in each GPU's
-  worker instead of ``--threads-per-worker``, so that one input serves several shapes;
+- any GPU method ``@WxT`` (``tilelabel-gpu@1x4``): that method with W workers of T threads on
+  each GPU instead of one of ``--threads-per-worker``, so that one input serves several shapes
+  (W > 1: a ``LocalCluster`` whose W worker processes share the GPU);
 - any GPU method ``+plain``: on ``dask_cuda.LocalCUDACluster()`` with dask-cuda's defaults
   (one worker per GPU, one thread), as a notebook makes it; ``+dask-cuda-worker``: behind a
   ``dask scheduler`` with one ``dask cuda worker --nthreads T`` (T: ``--threads-per-worker``,
@@ -261,6 +262,20 @@ def gpu_cluster(gpus: int, per_worker: int | None = None, kind: str = "", memory
     return cuda_cluster(
         gpus, threads_per_worker=per_worker, dashboard_address=None, memory_limit=memory
     )
+
+
+def shared_gpu_cluster(gpus: int, workers: int, per_worker: int | None, memory: int = 0):
+    """A ``LocalCluster`` of ``workers`` processes of ``per_worker`` threads on each of the
+    first ``gpus`` GPUs (each process sees only its GPU): the shape dask-cuda does not make."""
+    if gpus != 1:
+        raise ValueError("workers sharing a GPU are measured on one GPU")
+    with environment("CUDA_VISIBLE_DEVICES=0"):  # the worker processes inherit it
+        return LocalCluster(
+            n_workers=workers,
+            threads_per_worker=per_worker or max(1, usable_cores() // workers),
+            memory_limit=memory,
+            dashboard_address=None,
+        )
 
 
 class CudaWorkerProcesses:
@@ -564,36 +579,38 @@ def stored_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
-def cluster_shape(method: str) -> tuple[str, str, int | None]:
-    """A method name without its ``+KIND`` and ``@1xT`` suffixes, KIND ("" where absent) and T
-    (None where absent)."""
+def cluster_shape(method: str) -> tuple[str, str, int, int | None]:
+    """A method name without its ``+KIND`` and ``@WxT`` suffixes, KIND ("" where absent), W (1
+    where absent) and T (None where absent)."""
     name, _, shape = method.partition("@")
     name, _, kind = name.partition("+")
     if kind not in ("", "plain", "dask-cuda-worker"):
         raise ValueError(f"{method}: expected +plain or +dask-cuda-worker")
     if not shape:
-        return name, kind, None
-    found = re.fullmatch(r"1x(\d+)", shape)
-    if found is None:
-        raise ValueError(f"{method}: expected METHOD@1xT (one worker per GPU, T threads)")
-    return name, kind, int(found[1])
+        return name, kind, 1, None
+    found = re.fullmatch(r"(\d+)x(\d+)", shape)
+    if found is None or int(found[1]) < 1 or (kind and found[1] != "1"):
+        raise ValueError(f"{method}: expected METHOD@WxT (W workers on each GPU, T threads)")
+    return name, kind, int(found[1]), int(found[2])
 
 
 def run_method(method: str, src: str, dst: str, args, gpus: int = 1) -> list[dict]:
     """One row per run of ``method`` (``--repeat`` runs, one after the other on one fresh
     cluster: the first pays the workers' first use, the later ones show a warm cluster)."""
-    method, kind, per_worker = cluster_shape(method)
+    method, kind, shared, per_worker = cluster_shape(method)
     gpu = is_gpu(method)
     cores = gpus * args.threads_per_gpu if gpu and args.threads_per_gpu else None
     with pinned(cores):
-        rows = _run_method(method, src, dst, args, gpu, gpus, kind, per_worker)
+        rows = _run_method(method, src, dst, args, gpu, gpus, kind, per_worker, shared)
     return [r | {"cores": cores} for r in rows]
 
 
-def _run_method(method, src, dst, args, gpu, gpus, kind, per_worker) -> list[dict]:
+def _run_method(method, src, dst, args, gpu, gpus, kind, per_worker, shared=1) -> list[dict]:
     per_worker = per_worker or args.threads_per_worker
     memory = args.worker_memory
-    if gpu:
+    if gpu and shared > 1:
+        cluster = shared_gpu_cluster(gpus, shared, per_worker, memory)
+    elif gpu:
         cluster = gpu_cluster(gpus, per_worker, kind, memory)
     else:
         cluster = cpu_cluster(args.cpu_workers, memory)
