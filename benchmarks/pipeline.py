@@ -605,7 +605,7 @@ def run_method(method: str, src: str, dst: str, args, gpus: int = 1) -> list[dic
     return [r | {"cores": cores} for r in rows]
 
 
-def _run_method(method, src, dst, args, gpu, gpus, kind, per_worker, shared=1) -> list[dict]:
+def _run_method(method, src, dst, args, gpu, gpus, kind, per_worker, shared) -> list[dict]:
     per_worker = per_worker or args.threads_per_worker
     memory = args.worker_memory
     if gpu and shared > 1:
@@ -617,7 +617,7 @@ def _run_method(method, src, dst, args, gpu, gpus, kind, per_worker, shared=1) -
     rows = []
     address = cluster.scheduler_address if isinstance(cluster, CudaWorkerProcesses) else cluster
     with cluster, Client(address, set_as_default=False) as client:
-        client.wait_for_workers(gpus or 1, timeout=300)
+        client.wait_for_workers((gpus or 1) * shared, timeout=300)
         for repeat in range(args.repeat):
             try:
                 rows.append(_timed_run(method, src, dst, args, gpu, client) | {"repeat": repeat})

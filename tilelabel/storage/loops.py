@@ -33,12 +33,8 @@ _pool: list[tuple[ThreadPoolExecutor, int]] = []
 _pool_lock = threading.Lock()
 
 
-def codec_pool() -> ThreadPoolExecutor:
-    """The process's codec pool, of ``codec.threads`` threads, made on first use."""
-    return _codec()[0]
-
-
 def _codec() -> tuple[ThreadPoolExecutor, int]:
+    """The process's codec pool, of ``codec.threads`` threads, made on first use, and its size."""
     # every codec call of every thread comes through here: the lock is for the first only
     if not _pool:
         with _pool_lock:
@@ -60,7 +56,7 @@ class _SharedCodecPool(ThreadPoolExecutor):
         self._jobs_lock = threading.Lock()
 
     def submit(self, fn, /, *args, **kwargs):
-        job = codec_pool().submit(fn, *args, **kwargs)
+        job = _codec()[0].submit(fn, *args, **kwargs)
         with self._jobs_lock:
             self._jobs.add(job)
         job.add_done_callback(self._done)
