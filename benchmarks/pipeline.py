@@ -770,7 +770,10 @@ def warm_up(work: Path, methods: list[str], storage_chunk: int) -> None:
     backends = ["cpu"] + (["cuda"] if any(m.startswith("tilelabel-gpu") for m in methods) else [])
     # a worker process of its own: kernels compiled here would stay in this process, the timed
     # runs' scheduler's, and every full collection there would traverse them (340-360k objects
-    # against 220-235k on an H100, 0.20-0.26 s against 0.10-0.17 s)
+    # against 220-235k on an H100, 0.20-0.26 s against 0.10-0.17 s). Its nanny writes dask's
+    # pre-spawn environment (MALLOC_TRIM_THRESHOLD_, ...) into this process, which every run
+    # would inherit whatever its cluster's settings: this process's own is put back after.
+    environ = dict(os.environ)
     with LocalCluster(
         n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
     ) as lc:
@@ -787,6 +790,8 @@ def warm_up(work: Path, methods: list[str], storage_chunk: int) -> None:
                     gpu_encode=backend == "cuda",
                     chunks=(side,) * 3,
                 )
+    os.environ.clear()
+    os.environ.update(environ)
     shutil.rmtree(src, ignore_errors=True)
     shutil.rmtree(work / "warm-out.zarr", ignore_errors=True)
 
