@@ -26,8 +26,8 @@ from tilelabel.storage import Created, raw_chunks, raw_codec
 #: finer overlap below this on a GPU
 TARGET_VOXELS = 512**3
 
-#: most worker threads a GPU gets by default: more only queue for the GPU (one worker of 16
-#: threads took 4x the time of one of 8 at 2048^3, ``benchmarks/pipeline.py``)
+#: most worker threads a GPU gets by default: each may hold a chunk on the GPU, and past 8 they
+#: add GPU memory faster than speed (``benchmarks/README.md``, "Where one worker's time goes")
 THREADS_PER_GPU = 8
 
 #: GPU memory each worker thread should have: a 512^3 chunk needs about 2 GiB, a worker's CUDA
