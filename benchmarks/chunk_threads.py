@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import multiprocessing as mp
 import os
@@ -56,10 +57,7 @@ def _process(url, chunk, procs, rank, threads, backend, start, results) -> None:
     import numpy as np
 
     mine = _chunks(url, chunk)[rank::procs]
-
-    def task(idx) -> float:
-        return _task(url, chunk, idx, backend)
-
+    task = functools.partial(_task, url, chunk, backend=backend)
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(task, mine[:threads]))
         start.wait()
@@ -68,8 +66,10 @@ def _process(url, chunk, procs, rank, threads, backend, start, results) -> None:
         results.put((time.perf_counter() - t0, time.process_time() - c0, float(np.mean(per_task))))
 
 
+@functools.cache
 def _plan(url: str, chunk: int):
-    """``url``'s processing chunks of edge ``chunk`` (a :class:`ChunkPlan`)."""
+    """``url``'s processing chunks of edge ``chunk`` (a :class:`ChunkPlan`), read once per
+    process: the tasks time the labeling, not the array's metadata."""
     import zarr
 
     from tilelabel.pipeline.plan import ChunkPlan, regular_chunks
