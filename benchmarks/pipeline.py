@@ -245,11 +245,13 @@ def pinned(cores: int | None):
         every_thread(mine)
 
 
-def gpu_cluster(gpus: int, per_worker: int | None = None, kind: str = "", memory: int = 0):
+def gpu_cluster(
+    gpus: int, per_worker: int | None = None, kind: str = "", memory: int | None = None
+):
     """A GPU cluster on ``gpus`` GPUs, one worker on each: tilelabel's (``per_worker`` task
     threads, None: tilelabel's default for the cores the caller holds the run to, see
-    :func:`pinned`; ``memory``: each worker's memory limit, 0 for none), a plain
-    ``LocalCUDACluster()`` (``kind`` ``plain``), or a scheduler and ``dask cuda worker``
+    :func:`pinned`; ``memory``: each worker's memory limit, 0 for none, None: tilelabel's), a
+    plain ``LocalCUDACluster()`` (``kind`` ``plain``), or a scheduler and ``dask cuda worker``
     processes (``dask-cuda-worker``)."""
     if kind == "plain":
         from dask_cuda import LocalCUDACluster
@@ -259,9 +261,8 @@ def gpu_cluster(gpus: int, per_worker: int | None = None, kind: str = "", memory
         )
     if kind == "dask-cuda-worker":
         return CudaWorkerProcesses(gpus, per_worker or 8)
-    return cuda_cluster(
-        gpus, threads_per_worker=per_worker, dashboard_address=None, memory_limit=memory
-    )
+    limit = {} if memory is None else {"memory_limit": memory}  # None: tilelabel's default
+    return cuda_cluster(gpus, threads_per_worker=per_worker, dashboard_address=None, **limit)
 
 
 def shared_gpu_cluster(gpus: int, workers: int, per_worker: int | None, memory: int = 0):
@@ -609,11 +610,11 @@ def _run_method(method, src, dst, args, gpu, gpus, kind, per_worker, shared) -> 
     per_worker = per_worker or args.threads_per_worker
     memory = args.worker_memory
     if gpu and shared > 1:
-        cluster = shared_gpu_cluster(gpus, shared, per_worker, memory)
+        cluster = shared_gpu_cluster(gpus, shared, per_worker, memory or 0)
     elif gpu:
         cluster = gpu_cluster(gpus, per_worker, kind, memory)
     else:
-        cluster = cpu_cluster(args.cpu_workers, memory)
+        cluster = cpu_cluster(args.cpu_workers, memory or 0)
     rows = []
     address = cluster.scheduler_address if isinstance(cluster, CudaWorkerProcesses) else cluster
     with cluster, Client(address, set_as_default=False) as client:
@@ -880,9 +881,10 @@ def main() -> None:
     p.add_argument(
         "--worker-memory",
         type=byte_count,
-        default=0,
-        help="memory limit of each worker of tilelabel's clusters (sizes like 2GiB; default 0: "
-        "none); dask spills a worker's task results to disk beyond 60%% of it",
+        default=None,
+        help="memory limit of each worker of the clusters (sizes like 2GiB; 0: none; default: "
+        "tilelabel's own for its GPU cluster, dask-cuda's share of the host's memory; none for "
+        "the others)",
     )
     p.add_argument(
         "--repeat",
