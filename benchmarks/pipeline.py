@@ -210,13 +210,14 @@ class gc_pauses:  # noqa: N801 (used like a function)
         return self.pauses
 
 
-def cpu_cluster(workers: int, memory: int = 0) -> LocalCluster:
+def cpu_cluster(workers: int, memory: int | None = None) -> LocalCluster:
+    """``workers`` single-threaded processes; ``memory``: each one's limit (0 or None: none)."""
     return LocalCluster(
         n_workers=workers,
         threads_per_worker=1,
         processes=True,
         dashboard_address=None,
-        memory_limit=memory,
+        memory_limit=memory or 0,
     )
 
 
@@ -265,16 +266,17 @@ def gpu_cluster(
     return cuda_cluster(gpus, threads_per_worker=per_worker, dashboard_address=None, **limit)
 
 
-def shared_gpu_cluster(gpus: int, workers: int, per_worker: int | None, memory: int = 0):
+def shared_gpu_cluster(gpus: int, workers: int, per_worker: int | None, memory: int | None = None):
     """A ``LocalCluster`` of ``workers`` processes of ``per_worker`` threads on each of the
-    first ``gpus`` GPUs (each process sees only its GPU): the shape dask-cuda does not make."""
+    first ``gpus`` GPUs (each process sees only its GPU): the shape dask-cuda does not make;
+    ``memory``: each worker's limit (0 or None: none)."""
     if gpus != 1:
         raise ValueError("workers sharing a GPU are measured on one GPU")
     with environment("CUDA_VISIBLE_DEVICES=0"):  # the worker processes inherit it
         return LocalCluster(
             n_workers=workers,
             threads_per_worker=per_worker or max(1, usable_cores() // workers),
-            memory_limit=memory,
+            memory_limit=memory or 0,
             dashboard_address=None,
         )
 
@@ -610,11 +612,11 @@ def _run_method(method, src, dst, args, gpu, gpus, kind, per_worker, shared) -> 
     per_worker = per_worker or args.threads_per_worker
     memory = args.worker_memory
     if gpu and shared > 1:
-        cluster = shared_gpu_cluster(gpus, shared, per_worker, memory or 0)
+        cluster = shared_gpu_cluster(gpus, shared, per_worker, memory)
     elif gpu:
         cluster = gpu_cluster(gpus, per_worker, kind, memory)
     else:
-        cluster = cpu_cluster(args.cpu_workers, memory or 0)
+        cluster = cpu_cluster(args.cpu_workers, memory)
     rows = []
     address = cluster.scheduler_address if isinstance(cluster, CudaWorkerProcesses) else cluster
     with cluster, Client(address, set_as_default=False) as client:
