@@ -112,8 +112,8 @@ def summarize_block(
 ):
     """:func:`tilelabel.pipeline.local.summarize` of ``block`` as a chunk at ``offset`` of a
     volume of shape ``volume``, with ``open_faces`` towards other chunks."""
+    from tilelabel.chunking import Chunk
     from tilelabel.pipeline.local import Labeler, summarize
-    from tilelabel.pipeline.plan import Chunk
 
     chunk = Chunk((0,) * block.ndim, tuple(offset), tuple(block.shape), tuple(volume), open_faces)
     return summarize(block, chunk=chunk, labeler=Labeler(backend, connectivity), **kwargs)

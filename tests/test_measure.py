@@ -10,7 +10,7 @@ import pytest
 from scipy import ndimage
 from skimage import measure as sk
 
-from tests.kernels.test_cpu_stats import raster_numbered
+from tests.kernels.cpu.test_stats import raster_numbered
 from tilelabel import measure as tm
 
 PROPS = tm.PROPERTIES

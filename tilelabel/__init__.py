@@ -12,8 +12,9 @@ from tilelabel._version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from tilelabel.api import label, label_zarr, regionprops
+    from tilelabel.workflow.state import Result
 
-__all__ = ["__version__", "label", "label_zarr", "regionprops"]
+__all__ = ["Result", "__version__", "label", "label_zarr", "regionprops"]
 
 
 def __getattr__(name: str):
@@ -21,4 +22,8 @@ def __getattr__(name: str):
         from tilelabel import api
 
         return getattr(api, name)
+    if name == "Result":
+        from tilelabel.workflow.state import Result
+
+        return Result
     raise AttributeError(f"module 'tilelabel' has no attribute {name!r}")

@@ -1,61 +1,68 @@
-"""The Python API: :func:`label` for in-memory and dask arrays, :func:`label_zarr` zarr to zarr."""
+"""The Python API: :func:`label` for in-memory and dask arrays, :func:`label_zarr` zarr to zarr,
+:func:`regionprops` for the statistics of in-memory and dask arrays."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
 import numpy as np
 
 from tilelabel import connectivity as conn_mod
-from tilelabel import periodic
+from tilelabel import dispatch, periodic
 from tilelabel.dtypes import check_values, label_dtype
 from tilelabel.kernels.backends import get_backend, resolve_backend
-from tilelabel.validate import check_input
+from tilelabel.validate import check_input, check_no_nan
 
+if TYPE_CHECKING:
+    import pandas as pd
+    from distributed import Client
 
-def _is_dask(x: Any) -> bool:
-    return type(x).__module__.startswith("dask.array")
-
-
-def _is_cupy(x: Any) -> bool:
-    return type(x).__module__.startswith("cupy")
+    from tilelabel.workflow.state import Result
 
 
 def _prepare(
     x: Any, connectivity, structure, caller: str, multilabel: bool = False
 ) -> tuple[Any, int]:
     """The checks every in-memory entry point makes: an array, labelable, and its connectivity."""
-    if isinstance(x, list | tuple):
-        x = np.asarray(x)
-    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-        raise TypeError(f"{caller}() takes a numpy, CuPy or dask array, got {type(x).__name__}")
+    x = dispatch.array(x, caller)
     check_input(tuple(x.shape), x.dtype)
     if multilabel:
         check_values(x.dtype)
     return x, conn_mod.normalize(x.ndim, connectivity, structure)
 
 
-def _through(be, labels: Any, lut: np.ndarray) -> Any:
-    """``lut[labels]``, on the labels' device (CuPy labels stay there)."""
-    if _is_cupy(labels):
-        import cupy as cp
-
-        return cp.take(cp.asarray(lut), labels)
-    return be.apply_lut(labels, lut)
-
-
 def _in_memory(
-    be, x, conn: int, wrap: tuple[int, ...], algorithm, multilabel: bool = False
-) -> tuple[Any, int]:
-    """``(labels, n)`` of a numpy or CuPy array by the backend ``be``, joined across the
-    ``wrap``ped axes (:mod:`tilelabel.periodic`; with ``multilabel``, voxels of one value)."""
+    x, backend: str, conn: int, wrap: tuple[int, ...], algorithm, multilabel: bool = False
+):
+    """``(backend, x, labels, n)`` of a numpy or CuPy array (on the GPU for CuPy), joined
+    across the ``wrap``ped axes (:mod:`tilelabel.pipeline.wrapped`; with ``multilabel``, voxels
+    of one value)."""
+    from tilelabel.pipeline.wrapped import lut as wrapped_lut
+
+    if dispatch.is_cupy(x):
+        if backend not in ("auto", "cuda"):
+            raise ValueError(f"a CuPy array is labeled with backend 'cuda', not {backend!r}")
+        be = get_backend("cuda")
+    else:
+        x = np.asarray(x)
+        be = get_backend(resolve_backend(backend))
+    check_no_nan(x)
     bound = conn_mod.max_components(tuple(x.shape), conn, multilabel)
     labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel=multilabel)
     struct = conn_mod.structure(x.ndim, conn)
-    table, n = periodic.lut(be, labels, n, wrap, struct, x if multilabel else None)
+    table, n = wrapped_lut(be, labels, n, wrap, struct, x if multilabel else None)
     if table is not None:
         labels = _through(be, labels, table)
-    return labels, n
+    return be, x, labels, n
+
+
+def _through(be, labels: Any, lut: np.ndarray) -> Any:
+    """``lut[labels]`` on the labels' device (CuPy labels stay there)."""
+    if dispatch.is_cupy(labels):
+        xp = dispatch.module(labels)
+        return xp.take(xp.asarray(lut), labels)
+    return be.apply_lut(labels, lut)
 
 
 def _size_filter(
@@ -92,7 +99,7 @@ def _size_filter(
         x.ndim,
         given["largest_k"],
         given["order"],
-        chunked=_is_dask(x),
+        chunked=dispatch.is_dask(x),
     )
 
 
@@ -160,7 +167,7 @@ def label(
     x, conn = _prepare(x, connectivity, structure, "label", multilabel)
     wrap = periodic.axes(x.ndim, wrap_axes)
     opts = _size_filter(x, min_size, max_size, largest_k, order)
-    if _is_dask(x):
+    if dispatch.is_dask(x):
         from tilelabel.pipeline.lazy import label_dask
         from tilelabel.pipeline.local import Labeler
 
@@ -175,17 +182,7 @@ def label(
             order=order,
             wrap=wrap,
         )
-    if _is_cupy(x):
-        if backend not in ("auto", "cuda"):
-            raise ValueError(f"a CuPy array is labeled with backend 'cuda', not {backend!r}")
-        name = "cuda"
-    else:
-        x = np.asarray(x)
-        name = resolve_backend(backend)
-    if x.dtype.kind == "f" and bool((x != x).any()):
-        raise ValueError("input contains NaN; NaN is neither foreground nor background")
-    be = get_backend(name)
-    labels, n = _in_memory(be, x, conn, wrap, algorithm, multilabel)
+    be, x, labels, n = _in_memory(x, backend, conn, wrap, algorithm, multilabel)
     if opts is not None:
         count = be.label_stats(labels, n, (0,) * x.ndim)["count"][:, 0]
         from tilelabel.pipeline.stats import filter_lut
@@ -193,7 +190,7 @@ def label(
         lut = filter_lut(count, opts)
         n = int(lut.max(initial=0))
         labels = _through(be, labels, lut.astype(label_dtype(n, dtype)))
-    if not _is_cupy(x):  # numpy in, numpy out, whichever device labeled it
+    if not dispatch.is_cupy(x):  # numpy in, numpy out, whichever device labeled it
         labels = be.to_host(labels)
     out = label_dtype(n, dtype)
     if labels.dtype != out:
@@ -201,62 +198,134 @@ def label(
     return labels, n
 
 
-#: What ``label_zarr`` says before its parameters (the options', :mod:`tilelabel.options`)
-_LABEL_ZARR_HEAD = """Label the zarr array ``input`` into a new zarr array ``output``.
+class RunOptions(TypedDict, total=False):
+    """The keyword options of :func:`label_zarr` besides ``stats`` and those only Python has:
+    the options of a run (:class:`tilelabel.options.Options`, their one declaration, which
+    checks each value; ``help(tilelabel.label_zarr)`` says what each means)."""
 
-The output equals ``scipy.ndimage.label`` of the whole volume, voxel for voxel: labels 1..count
-in raster order of each component's first voxel, whatever the chunking, the cluster and the
-backend. It runs on a dask cluster: the one of ``client``, ``scheduler`` or ``cluster``, or the
-active client; else in this process's threads where the volume fits this process (with
-``cuda``: the first GPU), or else on a local cluster started for the run (of GPU workers with
-``cuda``).
+    connectivity: int | None
+    multilabel: bool
+    wrap_axes: Sequence[int | str] | str | int | None
+    chunks: Sequence[int] | None
+    backend: Literal["auto", "cpu", "cuda"]
+    algorithm: str | None
+    dtype: Literal["auto", "uint32", "uint64"]
+    overwrite: bool
+    force: bool
+    resume: bool
+    scheduler: str | None
+    workers: int | None
+    cluster: Mapping[str, Any] | None
+    storage_options: Mapping[str, Any] | None
+    intensity: str | None
+    spacing: Sequence[float] | None
+    min_size: int | None
+    max_size: int | None
+    largest_k: int | None
+    order: Literal["raster", "size"]
+    keep_labels: int | str | None
+    keep_input: bool
+    gpu_encode: bool | None
+    channel: int | None
+    timepoint: int | None
+    ome_labels: str | None
 
-Returns the component count; ``(count, DataFrame)`` with ``stats=True``; with
-``return_result``, a :class:`tilelabel.pipeline.finishing.Result` (count, voxels, seconds,
-dtype, backend, table and the seconds of each phase).
-"""
+
+@overload
+def label_zarr(
+    input: str,
+    output: str | None = None,
+    *,
+    stats: Literal[True],
+    return_result: Literal[False] = False,
+    client: Client | None = None,
+    structure: np.ndarray | None = None,
+    progress: bool = False,
+    **options: Unpack[RunOptions],
+) -> tuple[int, pd.DataFrame]: ...
+
+
+@overload
+def label_zarr(
+    input: str,
+    output: str | None = None,
+    *,
+    return_result: Literal[True],
+    stats: bool | str | None = None,
+    client: Client | None = None,
+    structure: np.ndarray | None = None,
+    progress: bool = False,
+    **options: Unpack[RunOptions],
+) -> Result: ...
+
+
+@overload
+def label_zarr(
+    input: str,
+    output: str | None = None,
+    *,
+    stats: Literal[False] | str | None = None,
+    return_result: Literal[False] = False,
+    client: Client | None = None,
+    structure: np.ndarray | None = None,
+    progress: bool = False,
+    **options: Unpack[RunOptions],
+) -> int: ...
+
+
+def label_zarr(
+    input: str,
+    output: str | None = None,
+    *,
+    stats: bool | str | None = None,
+    return_result: bool = False,
+    client: Client | None = None,
+    structure: np.ndarray | None = None,
+    progress: bool = False,
+    **options: Unpack[RunOptions],
+) -> int | tuple[int, pd.DataFrame] | Result:
+    """Label the zarr array ``input`` into a new zarr array ``output``.
+
+    The output equals ``scipy.ndimage.label`` of the whole volume, voxel for voxel: labels
+    1..count in raster order of each component's first voxel, whatever the chunking, the
+    cluster and the backend. It runs on a dask cluster: the one of ``client``, ``scheduler`` or
+    ``cluster``, or the active client; else in this process's threads where the volume fits
+    this process (with ``cuda``: the first GPU), or else on a local cluster started for the run
+    (of GPU workers with ``cuda``).
+
+    Returns the component count; ``(count, DataFrame)`` with ``stats=True``; with
+    ``return_result``, a :class:`tilelabel.Result` (count, voxels, seconds, dtype, backend,
+    table and the seconds of each phase).
+    """
+    from tilelabel.options import Options
+    from tilelabel.workflow.run import label_zarr as run
+
+    result = run(
+        Options(input=input, output=output, stats=stats, **options),
+        client=client,
+        structure=structure,
+        progress=progress,
+    )
+    if return_result:
+        return result
+    return (result.components, result.table) if stats is True else result.components
+
 
 #: ``label_zarr``'s parameters that only Python can pass (no flag, no config key)
 _PYTHON_ONLY = {
-    "structure": (
-        None,
-        "One of scipy's standard structuring elements, as an alternative to ``connectivity``.",
-    ),
-    "client": (None, "A ``distributed.Client`` to run on (it is left running)."),
-    "progress": (False, "Show a progress bar per phase."),
-    "return_result": (False, "Return the run's ``Result`` rather than the count."),
+    "return_result": "Return the run's ``Result`` rather than the count.",
+    "client": "A ``distributed.Client`` to run on (it is left running).",
+    "structure": "One of scipy's standard structuring elements, as an alternative to "
+    "``connectivity``.",
+    "progress": "Show a progress bar per phase.",
 }
 
 
-def label_zarr(input, output=None, **kwargs):
-    from tilelabel.options import Options
-    from tilelabel.pipeline.run import label_zarr as run
-
-    extra = {name: kwargs.pop(name, default) for name, (default, _) in _PYTHON_ONLY.items()}
-    result = run(
-        Options(input=input, output=output, **kwargs),
-        client=extra["client"],
-        structure=extra["structure"],
-        progress=extra["progress"],
-    )
-    if extra["return_result"]:
-        return result
-    return (result.components, result.table) if kwargs.get("stats") is True else result.components
-
-
 def _document_label_zarr() -> None:
-    """``label_zarr``'s signature and docstring, made from the options' one declaration."""
-    import inspect
-
+    """``label_zarr``'s Parameters section, made from the options' one declaration."""
     from tilelabel import options
 
-    extra = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
-        for name, (default, _) in _PYTHON_ONLY.items()
-    ]
-    label_zarr.__signature__ = options.signature(extra)
-    docs = {name: text for name, (_, text) in _PYTHON_ONLY.items()}
-    label_zarr.__doc__ = _LABEL_ZARR_HEAD + "\n" + options.parameters_doc(docs) + "\n"
+    label_zarr.__doc__ += "\n" + options.parameters_doc(_PYTHON_ONLY) + "\n"
 
 
 _document_label_zarr()
@@ -306,13 +375,13 @@ def regionprops(
     opts = _size_filter(
         x, min_size, max_size, largest_k, order, True, intensity is not None, spacing
     )
-    if _is_dask(x):
+    if dispatch.is_dask(x):
         import dask.array as da
 
         from tilelabel.pipeline.lazy import regionprops_dask
         from tilelabel.pipeline.local import Labeler
 
-        if intensity is not None and not _is_dask(intensity):
+        if intensity is not None and not dispatch.is_dask(intensity):
             intensity = da.from_array(np.asarray(intensity), chunks=x.chunks)
         labeler = Labeler(resolve_backend(backend), conn, algorithm, multilabel)
         return regionprops_dask(
@@ -326,13 +395,7 @@ def regionprops(
             order=order,
             wrap=wrap,
         )
-    name = "cuda" if _is_cupy(x) else resolve_backend(backend)
-    if not _is_cupy(x):
-        x = np.asarray(x)
-    if x.dtype.kind == "f" and bool((x != x).any()):
-        raise ValueError("input contains NaN; NaN is neither foreground nor background")
-    be = get_backend(name)
-    labels, n = _in_memory(be, x, conn, wrap, algorithm, multilabel)
+    be, x, labels, n = _in_memory(x, backend, conn, wrap, algorithm, multilabel)
     stats, first = be.label_stats_first(labels, n, (0,) * x.ndim, intensity, moments=True)
     if multilabel:
         from tilelabel.pipeline.local import value_at

@@ -113,7 +113,7 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 def _label(args: argparse.Namespace) -> int:
     from tilelabel import config
     from tilelabel.options import Options, given
-    from tilelabel.pipeline.run import label_zarr
+    from tilelabel.workflow.run import label_zarr
 
     opts = config.load(args.config) if args.config else {}
     flags = given(args)
@@ -123,8 +123,13 @@ def _label(args: argparse.Namespace) -> int:
     missing = [k.upper() for k in ("input", "output") if not opts.get(k)]
     if "INPUT" in missing:  # OUTPUT may be left out for an OME-Zarr image (labels into it)
         raise ValueError(f"missing {' and '.join(missing)} (give them as arguments or in --config)")
+    options = Options(**opts)
+    if options.cluster is not None:  # an allocation's other tasks serve the run, then exit
+        from tilelabel.cluster.jobqueue import serve_unless_client
+
+        serve_unless_client(options.cluster)
     progress = not args.quiet and sys.stderr.isatty()
-    result = label_zarr(Options(**opts), progress=progress)
+    result = label_zarr(options, progress=progress)
     print(f"tilelabel: {result.summary()}")
     return 0
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from tilelabel.api import _is_cupy, _is_dask
-from tilelabel.ndimage import _host, labels_of
+from tilelabel import dispatch
+from tilelabel.ndimage import labels_of
 
 __all__ = ["label", "regionprops_table", "PROPERTIES"]
 
@@ -50,9 +50,9 @@ def label(
     their count. A dask array gives a lazy array (and a lazy count), labeled chunk by chunk
     where the input is binary, 2D or 3D.
     """
-    if _is_dask(label_image):
+    if dispatch.is_dask(label_image):
         return _label_dask(label_image, background, return_num, connectivity)
-    x = label_image if _is_cupy(label_image) else np.asarray(label_image)
+    x = label_image if dispatch.is_cupy(label_image) else np.asarray(label_image)
     s = _structure(x.ndim, connectivity)
     out = np.dtype(np.int32) if x.dtype == np.bool_ else np.dtype(np.int64)
     b = 0 if background is None else background
@@ -62,10 +62,7 @@ def label(
         labels, n = labels_of(x != b, s)
     else:
         labels, n = labels_of(_values(x, b), s, by_value=True)
-        if _is_cupy(x):
-            import cupy as cp
-
-            labels = cp.asarray(labels)
+        labels = dispatch.like(labels, x)
     labels = labels.astype(out)
     return (labels, n) if return_num else labels
 
@@ -74,7 +71,7 @@ def _binary(x, b) -> bool:
     """Whether ``x`` holds background ``b`` and at most one other value."""
     if x.dtype == np.bool_:
         return True
-    values = _host(x).ravel()
+    values = dispatch.to_host(x).ravel()
     other = values[values != b]
     return other.size == 0 or bool((other == other[0]).all())
 
@@ -82,7 +79,7 @@ def _binary(x, b) -> bool:
 def _values(x, b) -> np.ndarray:
     """``x`` as int64 codes, 0 for background ``b`` and one positive code per other value (the
     general labeler's background is 0 whatever the caller's)."""
-    host = _host(x)
+    host = dispatch.to_host(x)
     codes = np.unique(host, return_inverse=True)[1].reshape(host.shape).astype(np.int64) + 1
     codes[host == b] = 0
     return codes
@@ -162,7 +159,7 @@ def regionprops_table(
         raise ValueError("Label and intensity image shapes must match")
     if spacing is not None:
         spacing = tuple(float(s) for s in np.broadcast_to(np.asarray(spacing, float), (ndim,)))
-    if _is_dask(label_image):
+    if dispatch.is_dask(label_image):
         values, rows = _measure_dask(label_image, intensity_image)
     else:
         values, rows = _measure(label_image, intensity_image)
@@ -180,16 +177,11 @@ def _measure(label_image, intensity) -> tuple[np.ndarray, dict[str, np.ndarray]]
     """The region values of an in-memory label image and their statistics rows."""
     from tilelabel.kernels.backends import get_backend
 
-    cupy = _is_cupy(label_image)
-    if cupy:
-        import cupy as cp
-
-        values, codes = cp.unique(label_image, return_inverse=True)
-        values = cp.asnumpy(values)
-        codes = codes.reshape(label_image.shape)
-    else:
-        values, codes = np.unique(np.asarray(label_image), return_inverse=True)
-        codes = codes.reshape(label_image.shape)
+    cupy = dispatch.is_cupy(label_image)
+    xp = dispatch.module(label_image)
+    values, codes = xp.unique(xp.asarray(label_image), return_inverse=True)
+    values = dispatch.to_host(values)
+    codes = codes.reshape(label_image.shape)
     if values.size and values[0] == 0:  # background: code 0 already
         values = values[1:]
     else:  # no background: codes 1..m
@@ -215,7 +207,7 @@ def _measure_dask(label_image, intensity) -> tuple[np.ndarray, dict[str, np.ndar
 
     def block_rows(block, inten, offset):
         values, rows = _measure(block, inten)
-        from tilelabel.kernels.cpu_stats import to_global
+        from tilelabel.kernels.cpu.stats import to_global
 
         return tree.Rows(values, to_global(rows, offset))
 

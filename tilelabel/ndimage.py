@@ -7,7 +7,7 @@ The peers' defaults hold: ``structure=None`` is the cross (face neighbours only,
 in, numpy out; CuPy in, CuPy out; dask in, a lazy dask array and a lazy count (dask-image's
 return). 2D and 3D arrays under scipy's standard structures go through tilelabel's kernels (the
 GPU's for CuPy); other ranks and structures through a general CPU labeler
-(:mod:`tilelabel.kernels.cpu_nd`), CuPy ones by way of the host.
+(:mod:`tilelabel.kernels.cpu.nd`), CuPy ones by way of the host.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import ndimage as _scipy
 
-from tilelabel.api import _is_cupy, _is_dask
+from tilelabel import dispatch
 
 __all__ = ["label"]
 
@@ -29,7 +29,7 @@ def structure_of(ndim: int, structure: Any = None) -> np.ndarray:
     """scipy's checks of a structure (None: the cross), as a bool array."""
     if structure is None:
         return _scipy.generate_binary_structure(max(ndim, 1), 1) if ndim else np.ones((), bool)
-    s = np.asarray(_host(structure)).astype(bool)
+    s = dispatch.to_host(structure).astype(bool)
     if s.ndim != ndim:
         raise RuntimeError("structure and input must have equal rank")
     if any(d != 3 for d in s.shape):
@@ -47,14 +47,6 @@ def standard_rank(s: np.ndarray) -> int | None:
     return None
 
 
-def _host(x: Any) -> np.ndarray:
-    if _is_cupy(x):
-        import cupy as cp
-
-        return cp.asnumpy(x)
-    return np.asarray(x)
-
-
 def labels_of(
     values: Any, s: np.ndarray, by_value: bool = False, wrap: tuple[int, ...] = ()
 ) -> tuple[Any, int]:
@@ -66,24 +58,20 @@ def labels_of(
     rank = standard_rank(s) if s.ndim in (2, 3) else None
     if rank is not None and not by_value and all(d > 0 for d in values.shape):
         return tl_label(values, connectivity=rank, wrap_axes=wrap)
-    from tilelabel.kernels.cpu_nd import label_nd
+    from tilelabel.kernels.cpu.nd import label_nd
 
-    host = _host(values)
+    host = dispatch.to_host(values)
     if host.dtype.kind == "c":
         raise TypeError("Complex type not supported")
     labels, n = label_nd(host, s, by_value)
     if wrap and labels.size:
-        from tilelabel import periodic
         from tilelabel.kernels.backends import get_backend
+        from tilelabel.pipeline.wrapped import lut
 
-        table, n = periodic.lut(get_backend("cpu"), labels, n, wrap, s)
+        table, n = lut(get_backend("cpu"), labels, n, wrap, s)
         if table is not None:
             labels = table[labels]
-    if _is_cupy(values):
-        import cupy as cp
-
-        return cp.asarray(labels), n
-    return labels, n
+    return dispatch.like(labels, values), n
 
 
 def _output_dtype(output: Any, n: int) -> np.dtype:
@@ -120,14 +108,14 @@ def label(input: Any, structure: Any = None, output: Any = None, wrap_axes: Any 
     """
     from tilelabel.periodic import axes
 
-    if _is_dask(input):
+    if dispatch.is_dask(input):
         return _label_dask(input, structure, output, axes(input.ndim, wrap_axes))
-    x = input if _is_cupy(input) else np.asarray(input)
+    x = input if dispatch.is_cupy(input) else np.asarray(input)
     if x.dtype.kind == "c":
         raise TypeError("Complex type not supported")
     s = structure_of(x.ndim, structure)
     wrap = axes(x.ndim, wrap_axes)
-    into = output if isinstance(output, np.ndarray) or _is_cupy(output) else None
+    into = output if isinstance(output, np.ndarray) or dispatch.is_cupy(output) else None
     if into is not None and tuple(into.shape) != tuple(x.shape):
         raise ValueError("output shape not correct")
     labels, n = labels_of(x != 0 if x.dtype != np.bool_ else x, s, wrap=wrap)

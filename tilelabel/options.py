@@ -3,15 +3,15 @@
 Every option of ``tilelabel label`` and :func:`tilelabel.label_zarr` is a field of
 :class:`Options` with its default, its check, its help and, where the command line has it, its
 flags. From this one table come the command line's flags (:func:`add_flags`, :func:`given`), a
-run config's keys and their validation (:mod:`tilelabel.config`), the signature and docstring of
-:func:`tilelabel.label_zarr` (:func:`signature`, :func:`parameters_doc`), and the checked object a
-run takes: an :class:`Options` checks every value as it is made.
+run config's keys and their validation (:mod:`tilelabel.config`), the docstring of
+:func:`tilelabel.label_zarr` (:func:`parameters_doc`; its typed keywords are checked against
+this table by the tests), and the checked object a run takes: an :class:`Options` checks every
+value as it is made.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -444,21 +444,10 @@ def given(args) -> dict[str, Any]:
 # -- the Python API ------------------------------------------------------------------------------
 
 
-def signature(extra: Sequence[inspect.Parameter]) -> inspect.Signature:
-    """``f(input, output=None, *, <extra>, <every other option>)``, with defaults and types."""
-    params = []
-    for f in dataclasses.fields(Options):
-        kind = inspect.Parameter.KEYWORD_ONLY
-        if f.name in ("input", "output"):
-            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-        default = inspect.Parameter.empty if f.name == "input" else f.default
-        params.append(inspect.Parameter(f.name, kind, default=default, annotation=f.type))
-    return inspect.Signature([*params[:2], *extra, *params[2:]])
-
-
 def parameters_doc(extra: dict[str, str]) -> str:
     """A numpydoc Parameters section: every option (its help and doc) and ``extra``'s entries
-    (name -> text) after ``input`` and ``output``."""
+    (name -> text) after ``input`` and ``output``: the docstring of
+    :func:`tilelabel.label_zarr`, whose keywords are these options."""
     lines = ["Parameters", "----------"]
 
     def entry(name: str, text: str) -> None:

@@ -9,12 +9,12 @@ raster order of their first voxel.
    names z, y, x of the last three axes; a list, or text such as ``"z,x"``) and :func:`axes`
    resolves them for a volume's rank;
 2. over chunks, the pipeline pairs the chunks at the two ends of a wrapped axis as it pairs any
-   neighbours (:meth:`tilelabel.pipeline.plan.ChunkPlan.neighbour`, then the same
+   neighbours (:meth:`tilelabel.chunking.ChunkPlan.neighbour`, then the same
    :func:`tilelabel.pipeline.borders.chunk_pairs`), and its merge tree keeps the labels on
    wrapped faces open until a node spans the axis (:mod:`tilelabel.pipeline.tree`);
-3. in memory, :func:`lut` joins a labeled array's labels across its wrapped faces: the array is
-   one chunk that neighbours itself, paired by that same function, and the joined components
-   are numbered again by first voxel.
+3. in memory, :func:`tilelabel.pipeline.wrapped.lut` joins a labeled array's labels across its
+   wrapped faces: the array is one chunk that neighbours itself, paired by that same function,
+   and the joined components are numbered again by first voxel.
 
 Statistics (:data:`STATISTICS`) are those of the output labels in the volume's own coordinates.
 """
@@ -88,44 +88,3 @@ def axes(ndim: int, given: Any) -> tuple[int, ...]:
             raise ValueError(f"wrap axis {a} is given twice")
         out.append(a)
     return tuple(sorted(out))
-
-
-def lut(be, labels: Any, n: int, wrap: tuple[int, ...], struct: np.ndarray, values: Any = None):
-    """``(table, count)``: for labels 1..n of a whole array (numbered by first voxel, on the
-    backend ``be``'s device or the host), the lookup table (host, uint32 or uint64) that joins
-    them across the ``wrap``ped axes' faces under the structure ``struct`` and numbers the
-    joined components 1..count by first voxel; ``(None, n)`` where nothing joins."""
-    if not wrap or n == 0:
-        return None, n
-    from tilelabel.dtypes import label_dtype
-    from tilelabel.pipeline.borders import chunk_pairs, contact
-    from tilelabel.pipeline.local import Borders, open_faces
-    from tilelabel.pipeline.plan import ChunkPlan, forward_steps
-    from tilelabel.pipeline.tree import least_linked
-
-    shape = tuple(int(s) for s in labels.shape)
-    plan = ChunkPlan(shape, tuple((s,) for s in shape), wrap=tuple(wrap))
-    origin = (0,) * len(shape)
-    faces, ids = open_faces(be, labels, plan.chunk(origin))
-    own = None
-    if values is not None:  # multi-label: the value of each label, from its face voxels
-        own = np.zeros(ids.size, values.dtype)
-        for face, vface in zip(faces, open_faces(be, values, plan.chunk(origin))[0], strict=True):
-            if face is not None:
-                fg = face != 0
-                own[np.searchsorted(ids, face[fg])] = vface[fg]
-    borders = Borders(faces, ids, ids, own)  # keys: labels are numbered by their first voxels
-    steps = [s for s in forward_steps(len(shape)) if plan.neighbour(origin, s) is not None]
-    contacts = [(s, contact(borders, s, high=False), 0) for s in steps]
-    pairs = chunk_pairs(borders, 0, contacts, struct)  # chunk 0: names are positions in ids
-    # each component's least position: its least label, the one whose first voxel is first
-    root = least_linked(ids.size, pairs)
-    moved = root != np.arange(ids.size)
-    if not moved.any():
-        return None, n
-    kept = np.ones(n + 1, bool)
-    kept[ids[moved]] = False
-    table = np.cumsum(kept, dtype=label_dtype(n))
-    table -= 1  # kept[0]: background stays 0
-    table[ids[moved]] = table[ids[root[moved]]]
-    return table, n - int(moved.sum())

@@ -182,6 +182,19 @@ def _fill_cells(out, offset, cell, lo, pos, val, planar):
                 out[i, j, k] = value
 
 
+def voronoi_seeds(
+    n: int, cell: int = 16, ids: int = 4096, background: float = 0.1, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The seeds of ``voronoi_labels((n, n, n), cell, ids, background, seed)``: the position
+    (z, y, x) and value of every cell that a voxel's nearest seed may lie in, from cell -1 to
+    the one past the volume along each axis (arrays of shape (m, m, m, 3) and (m, m, m)), for
+    those who make the volume on another device."""
+    key = np.uint64(_splitmix64(np.uint64(seed)))
+    lo = np.full(3, -1, np.int64)
+    hi = np.full(3, (n - 1) // cell + 1, np.int64)
+    return _seeds(lo, hi, cell, key, np.uint64(ids), background, False)
+
+
 def voronoi_labels(
     shape: tuple[int, ...],
     cell: int = 16,

@@ -1,6 +1,7 @@
 """Checks shared by every entry point: one message per mistake.
 
-:func:`check_input` refuses arrays that cannot be labeled. The value checks below normalise an
+:func:`check_input` refuses arrays that cannot be labeled, :func:`check_no_nan` values that
+cannot be (once they are read, per chunk or whole). The value checks below normalise an
 option's value or raise a ``ValueError`` whose message says what is expected; the option table
 (:mod:`tilelabel.options`) and the ``cluster:`` kinds (:mod:`tilelabel.cluster.kinds`) use them,
 so a value is checked the same way from the command line, a run config and Python.
@@ -30,6 +31,25 @@ def check_input(shape: tuple[int, ...], dtype: np.dtype, what: str = "input") ->
             f"{what} has dtype {dtype}, which is not numeric; tilelabel takes bool, integer or "
             "float arrays (nonzero is foreground)"
         )
+
+
+def check_no_nan(
+    values: Any, offset: tuple[int, ...] | None = None, where: str | None = None
+) -> None:
+    """Refuse NaN in a float block of numpy or CuPy ``values``, naming the first voxel that holds
+    one: NaN is neither foreground nor background. ``offset``: the block's first voxel in the
+    volume; ``where``: how the message names the block."""
+    if values.dtype.kind != "f":
+        return
+    nan = values != values
+    if not bool(nan.any()):
+        return
+    first = np.unravel_index(int(nan.reshape(-1).argmax()), values.shape)
+    voxel = tuple(int(i) + o for i, o in zip(first, offset or (0,) * values.ndim, strict=True))
+    place = f" (in {where})" if where else ""
+    raise ValueError(
+        f"input contains NaN at voxel {voxel}{place}; NaN is neither foreground nor background"
+    )
 
 
 def _integer(value: Any) -> bool:

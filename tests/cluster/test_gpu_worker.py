@@ -14,7 +14,8 @@ import pytest
 from distributed import Client, LocalCluster
 
 from tests.conftest import gpu_memory_left, wait_until
-from tilelabel.cluster.gpu_worker import visible_gpus, worker_commands
+from tilelabel.cluster.gpu_worker import worker_commands
+from tilelabel.resources.gpu import visible_gpus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,7 @@ def test_one_dask_worker_per_gpu_with_its_gpu_alone_in_view():
         ["tcp://s:1", "--name", "job", "--nthreads", "4", "--memory-limit", "1GiB"],
         ["2", "GPU-abc"],
         python="py",
-        slots=lambda gpu: None,  # room not known: the threads asked for
+        room=lambda gpu: None,  # room not known: the threads asked for
     )
     assert [env for _, env in cmds] == [
         {"CUDA_VISIBLE_DEVICES": "2"},
@@ -45,12 +46,12 @@ def test_one_dask_worker_per_gpu_with_its_gpu_alone_in_view():
 def test_threads_fit_each_gpu():
     """A thread per core given, at most 8 and one per 4 GiB of the GPU's free memory."""
     room = {"0": 2, "1": 16, "2": None}
-    cmds = worker_commands(["tcp://s:1", "--nthreads", "12"], list(room), slots=room.get)
+    cmds = worker_commands(["tcp://s:1", "--nthreads", "12"], list(room), room=room.get)
     assert [cmd[cmd.index("--nthreads") + 1] for cmd, _ in cmds] == ["2", "8", "8"]
 
 
 def test_scheduler_file_instead_of_an_address():
-    ((cmd, env),) = worker_commands(["--scheduler-file", "s.json"], ["0"], slots=lambda g: 4)
+    ((cmd, env),) = worker_commands(["--scheduler-file", "s.json"], ["0"], room=lambda g: 4)
     assert cmd[1:] == [
         "-m",
         "distributed.cli.dask_worker",
@@ -73,7 +74,7 @@ def test_scheduler_file_instead_of_an_address():
 )
 def test_bad_arguments(argv, gpus, message, capsys):
     with pytest.raises((SystemExit, RuntimeError)) as e:
-        worker_commands(argv, gpus, slots=lambda g: None)
+        worker_commands(argv, gpus, room=lambda g: None)
     assert message in (str(e.value) + capsys.readouterr().err)
 
 

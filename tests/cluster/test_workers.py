@@ -19,7 +19,7 @@ AFFECTED = ROOT / ".venv" / "affected-distributed"
 EIGHT_WORKERS = """
 import distributed
 from distributed import Client, LocalCluster
-from tilelabel.pipeline.executors import DaskExecutor
+from tilelabel.workflow.executors import DaskExecutor
 
 with (
     LocalCluster(n_workers=8, threads_per_worker=2, processes=False, dashboard_address=":0") as lc,

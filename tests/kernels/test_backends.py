@@ -100,7 +100,7 @@ def test_label_stats_pass_gives_the_labels_their_statistics_and_first_voxels(
     from scipy import ndimage
 
     from tilelabel.connectivity import structure
-    from tilelabel.kernels.cpu_stats import label_stats
+    from tilelabel.kernels.cpu.stats import label_stats
 
     if backend == "cpu" and algorithm is not None:
         algorithm = None  # the CPU kernels have no ha4
@@ -125,8 +125,8 @@ def test_label_stats_pass_gives_the_labels_their_statistics_and_first_voxels(
 
 def test_the_cuda_registry_lists_the_papers_algorithms():
     """BE, OLE and HA4 are registered for their papers' connectivities (no GPU needed to ask)."""
-    from tilelabel.kernels.gpu_ccl import OTHERS, spec
-    from tilelabel.kernels.gpu_ha4 import serves_stats
+    from tilelabel.kernels.cuda.ccl import OTHERS, spec
+    from tilelabel.kernels.cuda.ha4 import serves_stats
     from tilelabel.kernels.registry import algorithms
 
     assert {"ole", "ha4"} <= set(algorithms("cuda", 2, 4))

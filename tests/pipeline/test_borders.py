@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import summarize_block
-from tilelabel.kernels.cpu_ops import shifted_pairs
+from tilelabel.kernels.cpu.ops import shifted_pairs
 from tilelabel.pipeline import borders
 
 
@@ -94,7 +94,7 @@ def _unpacked(packed):
 
 
 def test_warming_covers_the_types_a_merge_hands_the_kernels(monkeypatch):
-    from tilelabel.kernels import cpu_ops
+    from tilelabel.kernels.cpu import ops as cpu_ops
 
     seen = {}
 

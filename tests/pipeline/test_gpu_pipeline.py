@@ -196,7 +196,7 @@ def test_two_gpus(tmp_path):
 
 
 def test_cuda_cluster_refuses_more_gpus_than_visible():
-    from tilelabel.cluster.gpus import cuda_cluster
+    from tilelabel.cluster.local import cuda_cluster
 
     with pytest.raises(ValueError, match=f"but only {gpu_count()} GPUs are visible"):
         cuda_cluster(gpu_count() + 1)
@@ -208,7 +208,7 @@ def test_default_gpu_cluster_puts_one_worker_on_each_gpu():
     import cupy
     from distributed import Client
 
-    from tilelabel.cluster.gpus import cuda_cluster
+    from tilelabel.cluster.local import cuda_cluster
     from tilelabel.resources.gpu import GPU_MEMORY_PER_WORKER, worker_threads
 
     gpus = gpu_count()
@@ -227,7 +227,7 @@ def test_default_gpu_cluster_fits_the_free_memory(tmp_path):
     has as many threads as its free memory has room for, and labels."""
     from distributed import Client
 
-    from tilelabel.cluster.gpus import cuda_cluster
+    from tilelabel.cluster.local import cuda_cluster
     from tilelabel.cores import usable_cores
     from tilelabel.resources.gpu import GPU_MEMORY_PER_WORKER, worker_threads
 
@@ -251,7 +251,7 @@ def test_gpu_encoded_output_equals_zarrs(tmp_path, cuda_client, zarr_format):
     labels zarr's own encoder would have stored (edge chunks included), and as scipy's."""
     import numcodecs
 
-    from tilelabel.kernels.gpu_codec import available
+    from tilelabel.kernels.cuda.nvcomp import available
     from tilelabel.storage.arrays import raw_chunks
 
     if not available():
@@ -285,7 +285,7 @@ def test_ome_labels_compressed_on_the_gpu(tmp_path, cuda_client, zarr_format):
     compressed on the GPU like a plain output, and reads back as scipy's labels."""
     import numcodecs
 
-    from tilelabel.kernels.gpu_codec import available
+    from tilelabel.kernels.cuda.nvcomp import available
     from tilelabel.storage.ome import DEFAULT_NAME
 
     if not available():
@@ -334,8 +334,8 @@ def test_default_gpu_encoding_keeps_enough_tiles_per_chunk(tmp_path, caplog):
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
-    from tilelabel.kernels.gpu_codec import available
-    from tilelabel.pipeline.plan import plan_for_run
+    from tilelabel.chunking import plan_for_run
+    from tilelabel.kernels.cuda.nvcomp import available
     from tilelabel.resources.encoding import MIN_BATCH_TILES
     from tilelabel.resources.gpu import TARGET_VOXELS
 
@@ -378,8 +378,8 @@ def test_defaults_given_up_on_a_full_gpu(tmp_path, caplog, give_up):
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
-    from tilelabel.kernels.gpu_codec import available
-    from tilelabel.pipeline.plan import plan_for_run
+    from tilelabel.chunking import plan_for_run
+    from tilelabel.kernels.cuda.nvcomp import available
     from tilelabel.resources.gpu import TARGET_VOXELS
     from tilelabel.resources.gpu_memory import chunk_memory
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import tilelabel
 from tests.conftest import write_zarr
-from tests.kernels.test_cpu_multilabel import CONNECTIVITIES, DTYPES, multilabel_volume, oracle
+from tests.kernels.cpu.test_multilabel import CONNECTIVITIES, DTYPES, multilabel_volume, oracle
 from tilelabel.cli import main
 from tilelabel.pipeline.borders import chunk_pairs, contact
 from tilelabel.synth import voronoi_labels
@@ -48,8 +48,8 @@ def test_dask_chunkings_equal_cc3d(nd, conn, data):
 def test_border_pairs_compare_values():
     """Two chunks side by side, every voxel foreground: only voxels of one value pair."""
     from tests.conftest import summarize_block
+    from tilelabel.chunking import Chunk
     from tilelabel.pipeline.local import Labeler, summarize
-    from tilelabel.pipeline.plan import Chunk
 
     left = np.array([[1, 1], [2, 2], [3, 3]], np.int64)
     right = np.array([[1, 7], [3, 3], [2, 2]], np.int64)

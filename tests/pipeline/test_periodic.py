@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 import tilelabel
 from tests.cases import diagonal, periodic_label
 from tests.conftest import write_zarr
+from tilelabel.chunking import ChunkPlan, forward_steps
 from tilelabel.cli import main
 from tilelabel.config import validate
 from tilelabel.connectivity import CONNECTIVITIES, structure
-from tilelabel.pipeline.plan import ChunkPlan, forward_steps
 from tilelabel.synth import random_volume
 
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
+from tilelabel.chunking import plan_for_storage
 from tilelabel.connectivity import structure
 from tilelabel.pipeline import tree
 from tilelabel.pipeline.borders import POSITION_BITS
 from tilelabel.pipeline.graph import Source, build
 from tilelabel.pipeline.local import Labeler
-from tilelabel.pipeline.plan import plan_for_storage
 from tilelabel.pipeline.stats import options
 from tilelabel.synth import random_volume
 

@@ -13,21 +13,21 @@ import math
 
 import pytest
 
-from tilelabel.pipeline.plan import plan_for_run
-from tilelabel.resources import Fit, gpu_memory
+from tilelabel.chunking import plan_for_run
+from tilelabel.resources import RunPlan, gpu_memory
 from tilelabel.resources.encoding import MIN_BATCH_TILES
 from tilelabel.resources.gpu import TARGET_VOXELS
-from tilelabel.resources.gpu_memory import gpu_memory_problem
+from tilelabel.resources.gpu_memory import shortfall
 from tilelabel.resources.host import TARGET_VOXELS as CPU_TARGET
 
 
 def fit(ask, planned, conn, threads, encode, keep_labels, keep_input, may_drop, may_shrink=False):
-    return gpu_memory.fit(
-        ask=ask,
-        planned=planned,
+    return gpu_memory.first_that_fits(
+        check=ask,
+        chunks_for=planned,
         connectivity=conn,
         threads=threads,
-        encode=encode,
+        codec="zstd" if encode else None,
         keep_labels=keep_labels,
         keep_input=keep_input,
         may_drop_encoder=may_drop,
@@ -39,27 +39,27 @@ def test_gpu_memory_check_counts_every_thread_sharing_a_gpu():
     gib = 1 << 30
     block, storage = (512, 512, 512), (128, 128, 128)
     # one worker, one thread: 2 GiB needed, 3 GiB free
-    assert gpu_memory_problem({"a": (2 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage) is None
+    assert shortfall({"a": (2 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage) is None
     # four single-threaded workers on one GPU: 8 GiB needed; their pools' free blocks count
     four = {w: (2 * gib, 3 * gib, 0, "g0") for w in "abcd"}
-    msg = gpu_memory_problem(four, dict.fromkeys("abcd", 1), block, storage)
+    msg = shortfall(four, dict.fromkeys("abcd", 1), block, storage)
     assert "4 worker threads share a GPU with 3.0 GiB free" in msg
     assert "use --chunks 256,256,256 or smaller (or fewer worker threads per GPU)" in msg
     pooled = {w: (2 * gib, 3 * gib, 2 * gib, "g0") for w in "abcd"}
-    assert gpu_memory_problem(pooled, dict.fromkeys("abcd", 1), block, storage) is None
+    assert shortfall(pooled, dict.fromkeys("abcd", 1), block, storage) is None
     # the same four workers on four GPUs fit; two threads each on one GPU do not
     spread = {w: (2 * gib, 3 * gib, 0, f"g{i}") for i, w in enumerate("abcd")}
-    assert gpu_memory_problem(spread, dict.fromkeys("abcd", 1), block, storage) is None
-    assert "2 worker threads" in gpu_memory_problem(
+    assert shortfall(spread, dict.fromkeys("abcd", 1), block, storage) is None
+    assert "2 worker threads" in shortfall(
         spread, {**dict.fromkeys("abcd", 1), "c": 2}, block, storage
     )
     # what each worker keeps between the passes counts once per worker
-    assert gpu_memory_problem(spread, dict.fromkeys("abcd", 1), block, storage, gib) is None
-    assert gpu_memory_problem(spread, dict.fromkeys("abcd", 1), block, storage, gib + 1)
-    assert gpu_memory_problem(pooled, dict.fromkeys("abcd", 1), block, storage, gib // 2) is None
-    assert gpu_memory_problem(pooled, dict.fromkeys("abcd", 1), block, storage, gib)
+    assert shortfall(spread, dict.fromkeys("abcd", 1), block, storage, gib) is None
+    assert shortfall(spread, dict.fromkeys("abcd", 1), block, storage, gib + 1)
+    assert shortfall(pooled, dict.fromkeys("abcd", 1), block, storage, gib // 2) is None
+    assert shortfall(pooled, dict.fromkeys("abcd", 1), block, storage, gib)
     # a lone thread gets the plain message
-    alone = gpu_memory_problem({"a": (4 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage)
+    alone = shortfall({"a": (4 * gib, 3 * gib, 0, "g0")}, {"a": 1}, block, storage)
     assert "a worker's GPU has 3.0 GiB free" in alone and "fewer worker" not in alone
 
 
@@ -69,13 +69,13 @@ def test_gpu_memory_check_counts_the_encoder_for_every_thread():
     four = {"w": (gib, 12 * gib, 0, "g0")}
     threads = {"w": 4}
     # 4 x 1 GiB to label; 2 GiB more to compress for each thread where the GPU compresses
-    assert gpu_memory_problem(four, threads, block, storage, 0, 0) is None
-    assert gpu_memory_problem(four, threads, block, storage, 0, 2 * gib) is None
-    msg = gpu_memory_problem(four, threads, block, storage, 0, 2 * gib + 1)
+    assert shortfall(four, threads, block, storage, 0, 0) is None
+    assert shortfall(four, threads, block, storage, 0, 2 * gib) is None
+    msg = shortfall(four, threads, block, storage, 0, 2 * gib + 1)
     assert "(and 2.0 GiB more to compress it there)" in msg
     assert msg.endswith("(or fewer worker threads per GPU)")
     one = {"a": (gib, 3 * gib, 0, "g0")}
-    assert gpu_memory_problem(one, {"a": 1}, block, storage, 0, 2 * gib) is None
+    assert shortfall(one, {"a": 1}, block, storage, 0, 2 * gib) is None
 
 
 #: bytes per voxel of the largest chunk that a synthetic GPU needs per thread to label it, and
@@ -91,9 +91,7 @@ def gpu(free: int, storage: tuple[int, ...], threads: int = 1):
         report = {"w": (NEED * voxels, free, 0, "g0")}
         extra = ENCODE * voxels if encode else 0
         block = plan.max_block_shape()
-        return functools.partial(
-            gpu_memory_problem, report, {"w": threads}, block, storage, encode=extra
-        )
+        return functools.partial(shortfall, report, {"w": threads}, block, storage, encode=extra)
 
     return ask
 
@@ -159,16 +157,16 @@ def test_run_without_the_encoder_is_planned_again():
     v = math.prod(small.max_block_shape())
     free = threads * NEED * v
     got = fit(gpu(free, storage, threads), planned, 26, threads, True, None, False, True)
-    assert got.plan == small and not got.encode and got.label_budget == 0
+    assert got.chunks == small and not got.encode and got.label_budget == 0
 
 
 def test_cpu_runs_keep_their_budgets():
     plan = plan_for_run((64, 64, 64), (16, 16, 16), None, 2, CPU_TARGET)
     v = math.prod(plan.max_block_shape())
     assert plan.nchunks == 8
-    assert Fit.of(plan, 26, 8, None, True) == Fit(plan, 4 * v, 4 * v)
-    assert Fit.of(plan, 26, 7, None, True) == Fit(plan, 0, 4 * v)  # more chunks: none
-    assert Fit.of(plan, 26, 2, 5, False).held(26) == (5, 0)
+    assert RunPlan.of(plan, 26, 8, None, True) == RunPlan(plan, 4 * v, 4 * v)
+    assert RunPlan.of(plan, 26, 7, None, True) == RunPlan(plan, 0, 4 * v)  # more chunks: none
+    assert RunPlan.of(plan, 26, 2, 5, False).held(26) == (5, 0)
 
 
 def test_default_chunks_shrink_until_the_run_fits(caplog):
@@ -186,7 +184,7 @@ def test_default_chunks_shrink_until_the_run_fits(caplog):
 
     with caplog.at_level(logging.WARNING, logger="tilelabel"):
         got = run()
-    assert got.plan.max_block_shape() == (256, 256, 256) and not got.encode
+    assert got.chunks.max_block_shape() == (256, 256, 256) and not got.encode
     assert got.label_budget == 0  # 512 chunks for 16 threads
     said = caplog.records[-1].getMessage()
     assert "compresses the output on the host and labels in chunks of up to (256, 256, 256)" in said
@@ -195,7 +193,7 @@ def test_default_chunks_shrink_until_the_run_fits(caplog):
         run(chunks=(512,) * 3)
     # the encoder named by the user stays, in chunks small enough for it beside the rest
     kept = run(may_drop_encoder=False)
-    v = math.prod(kept.plan.max_block_shape())
+    v = math.prod(kept.chunks.max_block_shape())
     assert kept.encode and v < 256**3
     assert threads * (NEED + ENCODE) * v + 4 * v <= free
 

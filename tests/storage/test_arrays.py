@@ -154,7 +154,7 @@ def _frames(data: np.ndarray, tile, zstd=None) -> dict[tuple[int, ...], memoryvi
     index, as a device encoder hands them."""
     import numcodecs
 
-    from tilelabel.kernels.tiles import tile_slabs
+    from tilelabel.kernels.cuda.tiles import tile_slabs
 
     zstd, frames = zstd or numcodecs.Zstd(), {}
     for indices, tiles, nonzero in tile_slabs(data, tile, np):

@@ -20,18 +20,17 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 
-from tilelabel.cluster.gpus import visible_gpus
-from tilelabel.resources.gpu import memory_slots, worker_threads
+from tilelabel.resources.gpu import room_on, visible_gpus, worker_threads
 
 
 def worker_commands(
     argv: Sequence[str],
     gpus: Sequence[str],
     python: str = sys.executable,
-    slots: Callable[[str], int | None] = memory_slots,
+    room: Callable[[str], int | None] = room_on,
 ) -> list[tuple[list[str], dict[str, str]]]:
     """(command, environment changes) of the ``dask worker`` of each GPU, from this module's
-    arguments; ``slots(gpu)``: the worker threads the GPU has room for."""
+    arguments; ``room(gpu)``: the worker threads the GPU has room for."""
     argv = list(argv)
     # the scheduler's address comes first, or else --scheduler-file among the options: an
     # optional positional would take that option's value for an address
@@ -48,7 +47,7 @@ def worker_commands(
         raise RuntimeError("this job sees no GPU (CUDA_VISIBLE_DEVICES is empty)")
     out = []
     for i, gpu in enumerate(gpus):
-        threads = worker_threads(args.nthreads, slots(gpu))
+        threads = worker_threads(args.nthreads, room(gpu))
         cmd = [python, "-m", "distributed.cli.dask_worker", *scheduler, *rest]
         cmd += ["--nworkers", "1", "--nthreads", str(threads)]
         if args.name:

@@ -13,7 +13,7 @@ run config section, or ``kind: slurm-runner`` for scheduler and workers inside o
    there, and only where neither gives ``cores`` or ``memory`` do :data:`DEFAULTS` apply.
 3. One allocation (``slurm-runner``): ``srun -n N tilelabel label ...`` runs the command in every
    task; dask-jobqueue's ``SLURMRunner`` makes task 0 the scheduler, task 1 the run and the
-   others workers (:func:`serve_unless_client`, :func:`connect_runner`).
+   others workers (:func:`serve_unless_client`, which the command calls, :func:`connect_runner`).
 
 dask-jobqueue is an optional extra: ``pip install 'tilelabel[slurm]'``.
 """
@@ -202,19 +202,27 @@ def _runner(spec: dict[str, Any]):
     return SLURMRunner(**kwargs)
 
 
-def serve_unless_client(cluster: dict[str, Any] | None) -> None:
-    """In a ``slurm-runner`` allocation's tasks other than the run's: be its scheduler or one of
-    its workers until the run ends, then exit the process; elsewhere, return at once.
-
-    Called before a run opens anything, so that only the run's task reads and writes."""
+def serves(cluster: dict[str, Any] | None) -> bool:
+    """Whether this process is a task of a ``slurm-runner`` allocation other than the run's
+    (:data:`CLIENT_TASK`): one that serves the run as its scheduler or a worker."""
     if cluster is None or cluster["kind"] != "slurm-runner":
-        return
+        return False
     if "SLURM_PROCID" not in os.environ:
         raise RuntimeError(
             "cluster kind 'slurm-runner' runs inside a Slurm allocation, in every task of an "
             "srun (e.g. srun -n 4 tilelabel label ...); SLURM_PROCID is not set here"
         )
-    if int(os.environ["SLURM_PROCID"]) == CLIENT_TASK:
+    return int(os.environ["SLURM_PROCID"]) != CLIENT_TASK
+
+
+def serve_unless_client(cluster: dict[str, Any] | None) -> None:
+    """In a ``slurm-runner`` allocation's tasks other than the run's: be its scheduler or one of
+    its workers until the run ends, then exit the process; elsewhere, return at once.
+
+    The ``tilelabel`` command's first step, before a run opens anything, so that only the run's
+    task reads and writes; a Python script that every task of an ``srun`` runs calls it before
+    :func:`tilelabel.label_zarr`."""
+    if not serves(cluster):
         return
     with _runner(cluster):  # returns only when the scheduler shuts down
         pass

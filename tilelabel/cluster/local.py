@@ -1,20 +1,19 @@
-"""Getting a dask.distributed client: an existing one, a scheduler address, a ``cluster:``
-section, or a local cluster started for the run (one that needs a cluster: see
-:mod:`tilelabel.pipeline.executors`)."""
+"""Local clusters: a ``LocalCluster`` of CPU worker processes or dask-cuda's
+``LocalCUDACluster`` of one worker per GPU, of the shape the run's backend's resources advise
+(:meth:`tilelabel.resources.Resources.cluster_shape`), closed in the background once the run
+is done."""
 
 from __future__ import annotations
 
 import atexit
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from distributed import Client, LocalCluster
+from distributed import LocalCluster
 
-from tilelabel.cluster.kinds import BATCH_KINDS
-from tilelabel.cores import usable_cores
+from tilelabel.resources import ClusterShape, Workload, for_backend
+from tilelabel.resources.gpu import gpu_shape
 
 log = logging.getLogger("tilelabel")
 
@@ -25,15 +24,52 @@ def quiet_logs() -> int:
     return max(logging.getLogger("distributed").getEffectiveLevel(), logging.INFO)
 
 
-def cpu_cluster(workers: int | None = None) -> LocalCluster:
-    """A ``LocalCluster`` of ``workers`` single-threaded worker processes (default: one per
-    usable core): the CPU kernels are sequential per chunk, and processes keep the pipeline's
-    numpy glue from sharing one GIL."""
+def cpu_cluster(shape: ClusterShape) -> LocalCluster:
+    """A ``LocalCluster`` of ``shape``'s worker processes."""
     return LocalCluster(
-        n_workers=workers or usable_cores(),
-        threads_per_worker=1,
+        n_workers=shape.workers,
+        threads_per_worker=shape.threads,
         processes=True,
         silence_logs=quiet_logs(),
+    )
+
+
+def local_cluster(backend: str, workload: Workload, workers: int | None = None) -> Any:
+    """The local cluster of ``backend`` for ``workload`` (``workers``: its processes, or with
+    ``cuda`` its GPUs), of the shape the backend's resources advise."""
+    shape = for_backend(backend).cluster_shape(workload, workers=workers)
+    return gpu_cluster(shape) if shape.gpus else cpu_cluster(shape)
+
+
+def cuda_cluster(
+    gpus: int | None = None,
+    threads_per_worker: int | None = None,
+    most_threads: int | None = None,
+    **kwargs,
+):
+    """A ``dask_cuda.LocalCUDACluster`` of one worker on each of the first ``gpus`` GPUs of
+    ``CUDA_VISIBLE_DEVICES`` (default: all), each of ``threads_per_worker`` threads (default:
+    :func:`tilelabel.resources.gpu.gpu_shape`'s for the GPU's share of the cores and the room
+    its free memory has, at most ``most_threads`` worker threads in all). ``kwargs`` go to
+    ``LocalCUDACluster``."""
+    return gpu_cluster(gpu_shape(gpus, threads_per_worker, most_threads), **kwargs)
+
+
+def gpu_cluster(shape: ClusterShape, **kwargs):
+    """The ``LocalCUDACluster`` of ``shape``: a worker on each of its GPUs."""
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError as e:
+        raise RuntimeError(
+            "backend 'cuda' starts a dask_cuda.LocalCUDACluster, but dask-cuda is not "
+            "installed: pip install 'tilelabel[gpu]' (or pass --scheduler ADDRESS)"
+        ) from e
+    kwargs.setdefault("silence_logs", quiet_logs())
+    return LocalCUDACluster(
+        CUDA_VISIBLE_DEVICES=",".join(shape.gpus),
+        n_workers=shape.workers,
+        threads_per_worker=shape.threads,
+        **kwargs,
     )
 
 
@@ -58,66 +94,3 @@ def closed_before() -> None:
     workers holding memory (a GPU's free memory sizes its workers)."""
     while _closing:
         _closing.pop().join()
-
-
-def _local_kind(kind: str) -> Callable[..., Any]:
-    """The ``local`` / ``local-cuda`` kind's cluster factory (its backend's, see resources)."""
-    from tilelabel.resources import for_backend
-
-    return for_backend("cuda" if kind == "local-cuda" else "cpu").local_cluster
-
-
-@contextmanager
-def connect(
-    *,
-    client: Client | None = None,
-    scheduler: str | None = None,
-    cluster: dict[str, Any] | None = None,
-    local: Callable[..., Any],
-    work: Any,
-    workers: int | None = None,
-) -> Iterator[Client]:
-    """Yield a client; clusters started here are closed on exit, others are left running.
-
-    Order: ``client``; a ``scheduler`` address (or scheduler file path); a ``cluster:`` section
-    (:mod:`.kinds`: ``scheduler`` connects to its address, ``local`` and ``local-cuda`` start
-    those clusters, ``slurm``, ``pbs``, ``lsf``, ``sge`` and ``htcondor`` submit dask-jobqueue
-    jobs, ``slurm-runner`` joins the tasks of its allocation); else ``local(work, workers=...)``,
-    the run's backend's own local cluster for its :class:`~tilelabel.resources.Work`.
-    ``workers`` overrides a local kind's own (with ``cuda``: the GPUs, a worker on each). A
-    local cluster started here is closed in the background once the run is done
-    (:func:`close_soon`). The client already active in this process is the caller's to pass.
-    """
-    if client is not None:
-        yield client
-        return
-    kind = cluster["kind"] if cluster is not None and scheduler is None else None
-    if kind in BATCH_KINDS or kind == "slurm-runner":
-        from tilelabel.cluster import jobqueue
-
-        how = jobqueue.connect_runner if kind == "slurm-runner" else jobqueue.connect_batch
-        with how(cluster) as c:
-            yield c
-        return
-    if kind == "scheduler":
-        scheduler = cluster["address"]
-    if scheduler is not None:
-        key = "scheduler_file" if scheduler.endswith(".json") else "address"
-        with Client(**{key: scheduler}) as c:
-            yield c
-        return
-    if kind is not None:  # local or local-cuda
-        local = _local_kind(kind)
-        workers = workers or cluster.get("workers")
-    closed_before()
-    started = local(work, workers=workers)
-    try:
-        with Client(started) as c:
-            log.info(
-                "local dask cluster of %d workers, dashboard at %s",
-                len(c.nthreads()),
-                c.dashboard_link,
-            )
-            yield c
-    finally:
-        close_soon(started)

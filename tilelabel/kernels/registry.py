@@ -25,9 +25,16 @@ import numpy as np
 
 Kernel = Callable[[Any, np.dtype], tuple[Any, int]]
 
-#: Modules that hold the kernels of each backend; imported on first use so that the CPU path
+#: Modules that register the kernels of each backend; imported on first use so that the CPU path
 #: never imports CuPy and the CUDA path compiles nothing until asked.
-_MODULES = {"cpu": "tilelabel.kernels.cpu", "cuda": "tilelabel.kernels.gpu"}
+_MODULES = {
+    "cpu": ("tilelabel.kernels.cpu.algorithms",),
+    "cuda": (
+        "tilelabel.kernels.cuda.ccl",
+        "tilelabel.kernels.cuda.equivalence",
+        "tilelabel.kernels.cuda.ha4",
+    ),
+}
 
 #: Default algorithm per (backend, ndim, connectivity): block-based where blocks serve the
 #: connectivity (full connectivity); otherwise run-based union find (seg) on both backends, the
@@ -79,7 +86,8 @@ def register(
 def _load(backend: str) -> None:
     if backend not in _MODULES:
         raise ValueError(f"unknown backend {backend!r}; use one of {sorted(_MODULES)}")
-    importlib.import_module(_MODULES[backend])
+    for module in _MODULES[backend]:
+        importlib.import_module(module)
 
 
 def algorithms(backend: str, ndim: int, connectivity: int, multilabel: bool = False) -> list[str]:

@@ -5,9 +5,9 @@ For each chunk and each of its 3^ndim-1 neighbours in a forward direction (13 in
 the facing boundary planes give pairs (chunk a, label i) = (chunk b, label j) wherever two
 foreground voxels are connected under the structure; edges and corners count. With multi-label
 input (:attr:`Borders.values`), only voxels of the same value pair. On a wrapped axis the
-neighbour may lie at the grid's other end (:meth:`~.plan.ChunkPlan.neighbour`): the pairs
-across the wrap are found the same way.
-:mod:`tilelabel.pipeline.tree` joins the pairs into components.
+neighbour may lie at the grid's other end (:meth:`tilelabel.chunking.ChunkPlan.neighbour`): the
+pairs across the wrap are found the same way. :mod:`tilelabel.pipeline.tree` joins the pairs
+into components.
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ def contact(
     Computed on the worker that holds the chunk's borders, so that a pair of chunks exchanges
     one face, edge or corner of the small position type instead of all six faces and ids.
     """
-    from tilelabel.kernels import cpu_ops  # numba: loaded by the workers whose chunks meet
+    from tilelabel.kernels.cpu import (
+        ops as cpu_ops,
+    )  # numba: loaded by the workers whose chunks meet
 
     labels = _contact(borders.faces, step, high)
     if borders.ids.size >= 1 << POSITION_BITS:
@@ -96,7 +98,7 @@ def chunk_pairs(
     """
     if not neighbours:
         return _EMPTY_PAIRS
-    from tilelabel.kernels import cpu_ops
+    from tilelabel.kernels.cpu import ops as cpu_ops
 
     ndim = len(neighbours[0][0])
     if isinstance(connectivity, np.ndarray):

@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 from dask.highlevelgraph import HighLevelGraph
 
-from tilelabel.pipeline import borders, numbering, tree
+from tilelabel.chunking import ChunkPlan, forward_steps
+from tilelabel.pipeline import borders, kept, numbering, tree
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.local import Labeler, summary_task
-from tilelabel.pipeline.plan import ChunkPlan, forward_steps
-from tilelabel.resources import keep as keep_mod
 
 Key = tuple
 Index = tuple[int, ...]
@@ -89,7 +88,7 @@ class MergeGraph:
     #: with a statistics table: per chunk index, the key of its rows of the table
     table_keys: dict[Index, Key] = field(default_factory=dict)
     #: per chunk index, where its labels may be kept for the writing pass (None: nowhere)
-    slots: dict[Index, keep_mod.Slot | None] = field(default_factory=dict)
+    slots: dict[Index, kept.Slot | None] = field(default_factory=dict)
 
     def key(self, name: str, index: tuple[int, ...] = ()) -> Key:
         """The key of task ``name`` (see :func:`task_key`)."""
@@ -122,12 +121,12 @@ def build(
     ``stats`` (None: labels only) adds per-chunk statistics (over the blocks of ``intensity``
     if given), their merge across borders, a size filter and per-chunk table rows.
     ``keep_budget``, ``keep_input_budget``: bytes of labels, and of bit-packed input, per
-    worker that the labeling pass may keep for the writing pass (:mod:`tilelabel.resources.keep`).
+    worker that the labeling pass may keep for the writing pass (:mod:`tilelabel.pipeline.kept`).
     """
     t = Tasks(source.token or uuid.uuid4().hex)
     keeping = keep_budget > 0 or keep_input_budget > 0
     slots = {
-        idx: keep_mod.Slot(t.token, idx, keep_budget, keep_input_budget) if keeping else None
+        idx: kept.Slot(t.token, idx, keep_budget, keep_input_budget) if keeping else None
         for idx in plan.indices()
     }
     _label_stage(t, plan, source, labeler, stats, intensity, slots)  # step 2
@@ -171,7 +170,7 @@ def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots) -> No
             stats=stats is not None,
             moments=stats is not None and stats.moments,
             keys=stats is not None and stats.keys,
-            keep=None if slot is None else functools.partial(keep_mod.put, slot),
+            keep=None if slot is None else functools.partial(kept.put, slot),
         )
         t.add("borders", idx, operator.attrgetter("borders"), summary)
         counts = t.add("counts", idx, operator.attrgetter("counts"), summary)

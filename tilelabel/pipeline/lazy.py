@@ -6,12 +6,12 @@ import dask.array as da
 import numpy as np
 from dask.highlevelgraph import HighLevelGraph
 
+from tilelabel.chunking import ChunkPlan
 from tilelabel.connectivity import max_components
 from tilelabel.dtypes import LabelOverflowError, label_dtype
 from tilelabel.pipeline import graph as graph_mod
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.local import Labeler
-from tilelabel.pipeline.plan import ChunkPlan
 from tilelabel.pipeline.relabel import relabel
 
 

@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 from dask.sizeof import sizeof
 
+from tilelabel.chunking import Chunk
 from tilelabel.dtypes import local_dtype, row_count_dtype
 from tilelabel.kernels.backends import Backend, get_backend
-from tilelabel.pipeline.plan import Chunk
 from tilelabel.sorting import unique
+from tilelabel.validate import check_no_nan
 
 log = logging.getLogger("tilelabel")
 
@@ -151,18 +152,6 @@ def _read_on_device(reader: Any, slices: tuple[slice, ...], be: Backend) -> Any:
         return None
 
 
-def check_block(block: np.ndarray, chunk: Chunk) -> None:
-    """Errors only visible once data is read (NaN), reported with the first voxel (in the
-    volume) that holds one and its chunk."""
-    if block.dtype.kind == "f" and np.isnan(block).any():
-        first = np.unravel_index(int(np.flatnonzero(np.isnan(block))[0]), block.shape)
-        voxel = tuple(int(i) + o for i, o in zip(first, chunk.offset, strict=True))
-        raise ValueError(
-            f"input contains NaN at voxel {voxel} (in {chunk.where}); NaN is neither "
-            "foreground nor background"
-        )
-
-
 def to_global_keys(local_flat: np.ndarray, chunk: Chunk) -> np.ndarray:
     """Raster indices within a chunk to raster indices within the whole volume."""
     coords = np.unravel_index(local_flat, chunk.shape)
@@ -215,13 +204,10 @@ def open_faces(
 def value_at(be: Backend, values: Any, flat: np.ndarray) -> np.ndarray:
     """The values at raster indices ``flat`` of a block (host or the backend's device), as a
     host array."""
-    if not flat.size:
-        return be.to_host(values.reshape(-1)[:0])
     if isinstance(values, np.ndarray):
         return values.reshape(-1)[flat]
-    import cupy as cp  # only a device backend hands over a non-numpy block
-
-    return be.to_host(values.reshape(-1)[cp.asarray(flat)])
+    with be.arrays() as xp:  # a block on the backend's device
+        return be.to_host(values.reshape(-1)[xp.asarray(flat)])
 
 
 def summarize(
@@ -242,7 +228,7 @@ def summarize(
     ``keep(labels, n, pack)`` is handed the chunk's labels (device or host, the backend's own)
     and a function that packs its foreground to bits, for the writing pass to reuse either.
     """
-    check_block(block, chunk)
+    check_no_nan(block, chunk.offset, chunk.where)  # visible only once data is read
     if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
         raise ValueError(
             f"intensity block of shape {intensity.shape} in {chunk.where} differs from the "

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from dask.sizeof import sizeof
 
+from tilelabel.chunking import Chunk
 from tilelabel.dtypes import count_dtype
 from tilelabel.pipeline.local import Counts, key_rows, sizeof_fields
-from tilelabel.pipeline.plan import Chunk
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Step 6, relabel and write: each chunk's local labels mapped through its lookup table.
 
 A chunk's local labels come back from what its worker kept of the labeling pass
-(:mod:`tilelabel.resources.keep`: its labels, or its foreground packed one bit per voxel, labeled
+(:mod:`tilelabel.pipeline.kept`: its labels, or its foreground packed one bit per voxel, labeled
 again), or else from its input, read and labeled again: the kernels' canonical numbering makes
 the second pass identical to the first, and memory per worker stays O(chunk) for any volume.
 """
@@ -15,64 +15,64 @@ from typing import Any
 
 import numpy as np
 
+from tilelabel.chunking import Chunk
 from tilelabel.kernels.backends import Backend, get_backend
+from tilelabel.pipeline import kept
 from tilelabel.pipeline.local import Labeler, materialize
 from tilelabel.pipeline.numbering import LutSpec, build_lut
-from tilelabel.pipeline.plan import Chunk
-from tilelabel.resources import keep
 
 _lock = threading.Lock()
-#: writes running in this process, by the tag of their run's writing pass
+#: writes running in this process, by the token of their run's writing pass
 _in_flight: dict[str, int] = {}
 
 
-def _write_prefix(tag: str) -> str:
-    return f"tilelabel-write-{tag}-"
+def _write_prefix(token: str) -> str:
+    return f"tilelabel-write-{token}-"
 
 
-def write_key(tag: str, i: int) -> str:
-    """The task key of the ``i``-th write of ``tag``'s writing pass."""
-    return f"{_write_prefix(tag)}{i}"
+def write_key(token: str, i: int) -> str:
+    """The task key of the ``i``-th write of the run ``token``'s writing pass."""
+    return f"{_write_prefix(token)}{i}"
 
 
-def writes_in_flight(tag: str, dask_worker: Any = None) -> int:
-    """How many writes of ``tag`` run in this process (a failed run waits for none to be left).
+def writes_in_flight(token: str, dask_worker: Any = None) -> int:
+    """How many writes of ``token`` run in this process (a failed run waits for none to be left).
     On a dask worker (``dask_worker``, which ``Client.run`` passes), a write it executes counts
     from its start: a cancelled write can start before the cancel arrives, and run a moment before
     it enters :func:`write_chunk`."""
     with _lock:
-        inside = _in_flight.get(tag, 0)
+        inside = _in_flight.get(token, 0)
     if dask_worker is None:
         return inside
-    prefix = _write_prefix(tag)
+    prefix = _write_prefix(token)
     started = sum(str(ts.key).startswith(prefix) for ts in list(dask_worker.state.executing))
     return max(inside, started)
 
 
 @contextlib.contextmanager
-def _writing(tag: str) -> Iterator[None]:
+def _writing(token: str) -> Iterator[None]:
     with _lock:
-        _in_flight[tag] = _in_flight.get(tag, 0) + 1
+        _in_flight[token] = _in_flight.get(token, 0) + 1
     try:
         yield
     finally:
         with _lock:
-            _in_flight[tag] -= 1
-            if not _in_flight[tag]:
-                del _in_flight[tag]
+            _in_flight[token] -= 1
+            if not _in_flight[token]:
+                del _in_flight[token]
 
 
 def labels_again(
-    block: np.ndarray | None, spec: LutSpec, *, labeler: Labeler, kept: keep.Kept | None = None
+    block: np.ndarray | None, spec: LutSpec, *, labeler: Labeler, entry: kept.Kept | None = None
 ) -> tuple[Backend, Any]:
     """(backend, local labels on its device) of a chunk in the writing pass: its kept labels,
     or its kept bits or ``block`` labeled again, checked against the first pass's count."""
     be = get_backend(labeler.backend)
-    if kept is not None and kept.labels is not None:
-        labels, n = kept.labels, kept.n
+    if entry is not None and entry.labels is not None:
+        labels, n = entry.labels, entry.n
     else:
-        if kept is not None:
-            block = be.unpack(kept.packed, kept.shape)
+        if entry is not None:
+            block = be.unpack(entry.packed, entry.shape)
         labels, n, _ = labeler.label(block)
     if n != spec.n:
         raise RuntimeError(
@@ -103,10 +103,10 @@ def write_chunk(
     labeler: Labeler,
     dtype: np.dtype,
     target: Any,
-    slot: keep.Slot | None = None,
+    slot: kept.Slot | None = None,
     encoder: Any = None,
     marks: Any = None,
-    tag: str = "",
+    token: str = "",
 ) -> None:
     """The writing pass's task: the chunk's final labels into ``target`` (a
     :class:`tilelabel.storage.ZarrTarget`), then the chunk recorded as written in ``marks``
@@ -114,13 +114,13 @@ def write_chunk(
     where nothing of the chunk was kept (``slot``); ``encoder``: where set, how the chunk may be
     compressed on the device (:meth:`tilelabel.resources.encoding.GPUEncoder.encode`), whose
     compressed storage chunks the target then stores as they are. While it runs, it counts as
-    one of ``tag``'s writes in flight (:func:`writes_in_flight`)."""
-    with _writing(tag):
+    one of ``token``'s writes in flight (:func:`writes_in_flight`)."""
+    with _writing(token):
         lut = lut_on_device(spec, labeler=labeler, dtype=dtype)
-        kept = None if slot is None else keep.take(slot)
-        if kept is None:
+        entry = None if slot is None else kept.take(slot)
+        if entry is None:
             block = materialize(block, chunk.slices, labeler)
-        be, labels = labels_again(block, spec, labeler=labeler, kept=kept)
+        be, labels = labels_again(block, spec, labeler=labeler, entry=entry)
         tiles = None if encoder is None else encoder.encode(be, labels, lut)
         if tiles is not None:
             target.write_chunks(chunk.slices, tiles)

@@ -45,7 +45,7 @@ class Tree:
     of level L covers up to 2^L chunks along each axis, and level ``depth`` is one node."""
 
     grid: tuple[int, ...]
-    #: the wrapped axes (:class:`tilelabel.pipeline.plan.ChunkPlan`'s ``wrap``)
+    #: the wrapped axes (:class:`tilelabel.chunking.ChunkPlan`'s ``wrap``)
     wrap: tuple[int, ...] = ()
 
     @property

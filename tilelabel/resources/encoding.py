@@ -2,8 +2,8 @@
 
 A worker's GPU labels a chunk in milliseconds; compressing its labels on the host would take the
 host's cores longer than the rest of the run. So where the output's codec has a GPU encoder
-(:class:`tilelabel.kernels.gpu.CUDAEncoder`), each write compresses its chunk on the GPU and
-the host stores the bytes (:class:`GPUEncoder`).
+(:class:`tilelabel.kernels.cuda.backend.CUDAEncoder`), each write compresses its chunk on the
+GPU and the host stores the bytes (:class:`GPUEncoder`).
 """
 
 from __future__ import annotations

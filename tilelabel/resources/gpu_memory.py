@@ -1,13 +1,13 @@
 """Whether a run fits its GPUs' memory, and what it gives up, where it can, so that it does.
 
 Every worker thread may hold one chunk on its GPU at once; beside them each worker may keep
-labels and packed input between the passes (:mod:`.keep`), and the threads that compress output
-need the encoder's room too (:mod:`.encoding`). Both
-extras are defaults that only save time, so on a GPU too small for them a run gives them up
-rather than refuse: first the kept labels, then the GPU's compression (the host compresses the
-output, and the plan no longer needs chunks large enough for the encoder), then both; and
-where the chunk size is the default's, smaller chunks after that. What the user asked for by
-name is never given up; where nothing fits, the run is refused with a chunk size that would.
+labels and packed input between the passes (:mod:`tilelabel.pipeline.kept`), and the threads
+that compress output need the encoder's room too (:mod:`.encoding`). Both extras are defaults
+that only save time, so on a GPU too small for them a run gives them up rather than refuse:
+first the kept labels, then the GPU's compression (the host compresses the output, and the plan
+no longer needs chunks large enough for the encoder), then both; and where the chunk size is the
+default's, smaller chunks after that. What the user asked for by name is never given up; where
+nothing fits, the run is refused with a chunk size that would.
 """
 
 from __future__ import annotations
@@ -20,54 +20,61 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from tilelabel.chunking import ChunkPlan
 from tilelabel.dtypes import local_dtype
-from tilelabel.pipeline.plan import ChunkPlan
-from tilelabel.resources.fit import Fit, chunk_voxels
+from tilelabel.resources.plan import RunPlan, chunk_voxels
 
 log = logging.getLogger("tilelabel")
 
 #: a function of the bytes each worker keeps between the passes (and ``advice=True``): why the
 #: GPUs have no room for the run's chunks and that, and what would fit (None: they have room;
-#: :func:`gpu_memory_problem` bound to the workers' answers)
-Problem = Callable[..., "str | None"]
+#: :func:`shortfall` bound to the workers' answers)
+Shortfall = Callable[..., "str | None"]
 
 
-def fit(
+def first_that_fits(
     *,
-    ask: Callable[[ChunkPlan, bool], Problem],
-    planned: Callable[..., ChunkPlan],
+    check: Callable[[ChunkPlan, bool], Shortfall],
+    chunks_for: Callable[..., ChunkPlan],
     connectivity: int,
     threads: int,
-    encode: bool,
+    codec: str | None,
     keep_labels: int | None,
     keep_input: bool,
     may_drop_encoder: bool,
     may_shrink: bool = False,
     per_worker: int = 1,
-) -> Fit:
+) -> RunPlan:
     """The first run that fits, in the order of the module's docstring, or a ValueError that
     says why the last one tried does not.
 
-    ``ask(plan, encode)``: the GPUs' :data:`Problem` for ``plan``'s chunks, with the GPU
-    compressing the output or not (:func:`asker`); ``planned(encoding, largest=None)``: the
-    run's plan where the GPU compresses output or not, its chunks at most ``largest`` voxels;
-    ``threads``: the cluster's worker threads; ``may_drop_encoder``: ``encode`` is the
-    default's, not the user's;
+    ``check(plan, encode)``: the GPUs' :data:`Shortfall` for ``plan``'s chunks, with the GPU
+    compressing the output or not (:func:`gpu_check`); ``chunks_for(encoding, largest=None)``:
+    the run's chunks where the GPU compresses output or not, at most ``largest`` voxels each;
+    ``threads``: the cluster's worker threads; ``codec``: the output's codec where the GPU is to
+    compress it (None: it is not); ``may_drop_encoder``: that is the default's, not the user's;
     ``may_shrink``: the chunk size is the default's, so a run that fits nowhere else labels in
     chunks of at most half the voxels, and half again, down to one storage chunk."""
-    why = problem = default = None  # why the defaults do not fit, without the advice
-    for gpu, plan in _tries(planned, encode, may_drop_encoder, may_shrink):
+    encode = codec is not None
+    why = short = default = None  # why the defaults do not fit, without the advice
+    for gpu, plan in _fallbacks(chunks_for, encode, may_drop_encoder, may_shrink):
         default = default or plan  # the first try's
-        run = Fit.of(
-            plan, connectivity, threads, keep_labels, keep_input, encode=gpu, per_worker=per_worker
+        run = RunPlan.of(
+            plan,
+            connectivity,
+            threads,
+            keep_labels,
+            keep_input,
+            codec=codec if gpu else None,
+            per_worker=per_worker,
         )
         labels, bits = run.held(connectivity)
-        problem_with = ask(run.plan, gpu)
+        short_of = check(run.chunks, gpu)
         for kept in (labels, 0) if keep_labels is None and labels else (labels,):
-            problem = problem_with(bits + kept)
-            if why is None and problem is not None:
-                why = problem_with(bits + kept, advice=False)
-            if problem is None:
+            short = short_of(bits + kept)
+            if why is None and short is not None:
+                why = short_of(bits + kept, advice=False)
+            if short is None:
                 given_up = []
                 if kept != labels:
                     run = dataclasses.replace(run, label_budget=0)
@@ -83,42 +90,43 @@ def fit(
                         why,
                     )
                 return run
-    raise ValueError(problem)
+    raise ValueError(short)
 
 
-def _tries(
-    planned: Callable[..., ChunkPlan],
+def _fallbacks(
+    chunks_for: Callable[..., ChunkPlan],
     encode: bool,
     may_drop_encoder: bool,
     may_shrink: bool,
 ) -> Iterator[tuple[bool, ChunkPlan]]:
-    """(whether the GPU compresses, plan) of each run :func:`fit` tries, the defaults first."""
-    plan = planned(encode)
+    """(whether the GPU compresses, chunks) of each run :func:`first_that_fits` tries, the
+    defaults first."""
+    plan = chunks_for(encode)
     yield encode, plan
     least = encode and not may_drop_encoder  # the encoder named by the user stays
     if least != encode:
-        plan = planned(False)
+        plan = chunks_for(False)
         yield least, plan
     target = chunk_voxels(plan) // 2
     while may_shrink and target:
         # chunks are whole storage chunks, so a halved target may leave the plan as it was
-        smaller = planned(least, target)
+        smaller = chunks_for(least, target)
         if smaller != plan:
             plan = smaller
             yield least, plan
         target //= 2
 
 
-def asker(
+def gpu_check(
     ex,
     threads: dict[str, int],
     storage: tuple[int, ...],
     connectivity: int,
     input_itemsize: int = 1,
     tile: tuple[int, ...] | None = None,
-) -> Callable[[ChunkPlan, bool], Problem]:
-    """:func:`fit`'s ``ask`` for the workers of the executor ``ex``
-    (:mod:`tilelabel.pipeline.executors`): asks them about their GPUs, after a clear error
+) -> Callable[[ChunkPlan, bool], Shortfall]:
+    """:func:`first_that_fits`' ``check`` for the workers of the executor ``ex``
+    (:mod:`tilelabel.workflow.executors`): asks them about their GPUs, after a clear error
     where a worker has no usable GPU at all.
 
     ``threads``: per worker, its threads (``ex.threads()``); ``input_itemsize``: bytes per
@@ -150,8 +158,8 @@ def asker(
             )
         return reports[block, encode]
 
-    def ask(plan: ChunkPlan, encode: bool) -> Problem:
-        """The workers' GPUs' :data:`Problem` for ``plan``'s largest chunk. With ``encode``,
+    def check(plan: ChunkPlan, encode: bool) -> Shortfall:
+        """The workers' GPUs' :data:`Shortfall` for ``plan``'s largest chunk. With ``encode``,
         every worker thread may compress output and needs room for the encoder too."""
         block = plan.max_block_shape()
         base = report(block, False)
@@ -159,9 +167,9 @@ def asker(
         if encode:
             encoding = report(block, True)
             extra = max(encoding[w][0] - base[w][0] for w in base)
-        return functools.partial(gpu_memory_problem, base, threads, block, storage, encode=extra)
+        return functools.partial(shortfall, base, threads, block, storage, encode=extra)
 
-    return ask
+    return check
 
 
 def chunk_memory(
@@ -177,7 +185,7 @@ def chunk_memory(
     (``Executor.each``), since several workers may share one GPU (same identity). ``tile``: the
     storage chunks of the input and output; ``encode``: the writing pass may compress the
     output on the GPU, counted only where it can."""
-    from tilelabel.kernels.gpu import device_memory
+    from tilelabel.kernels.cuda.backend import device_memory
 
     return device_memory(
         tuple(block_shape),
@@ -190,7 +198,7 @@ def chunk_memory(
 
 
 def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list[tuple]]:
-    """Per GPU (the device identity of ``report``'s rows, see gpu_memory_problem), the
+    """Per GPU (the device identity of ``report``'s rows, see :func:`shortfall`), the
     ``(need, device free, pool free, threads)`` of each worker that uses it."""
     per_gpu: dict[str, list[tuple]] = {}
     for worker, (need, device_free, pool_free, device) in report.items():
@@ -198,7 +206,7 @@ def _by_gpu(report: dict[str, tuple], threads: dict[str, int]) -> dict[str, list
     return per_gpu
 
 
-def gpu_memory_problem(
+def shortfall(
     report: dict[str, tuple[int, int, int, str]],
     threads: dict[str, int],
     block: tuple[int, ...],

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tilelabel.chunking import plan_for_run
 from tilelabel.cores import usable_cores
-from tilelabel.pipeline.plan import plan_for_run
-from tilelabel.resources.fit import Fit, Request, Work
+from tilelabel.resources.plan import ClusterShape, PlanRequest, RunPlan, Workload
 
 #: voxels per processing chunk aimed for when the run names none: big enough to amortise task
 #: overhead, small enough that a worker holds a few chunks at once
@@ -37,12 +37,12 @@ def memory_limit() -> int:
     return limit
 
 
-def fits_this_process(work: Work) -> bool:
-    """Whether this process could hold ``work``'s whole volume (see
+def fits_this_process(workload: Workload) -> bool:
+    """Whether this process could hold ``workload``'s whole volume (see
     :data:`HELD_BYTES_PER_VOXEL`) in its share of the host's memory. It never does (the run
     streams chunks), but a volume that fits is one that a single process's threads label
     sooner than a cluster of processes starts."""
-    held = work.voxels * (work.itemsize + HELD_BYTES_PER_VOXEL - 1)
+    held = workload.voxels * (workload.itemsize + HELD_BYTES_PER_VOXEL - 1)
     return held <= memory_limit()
 
 
@@ -54,25 +54,30 @@ class HostResources:
     def check_here(self) -> None:
         pass
 
-    def in_process(self, work: Work, *, workers: int | None = None) -> int | None:
+    def in_process(self, workload: Workload, *, workers: int | None = None) -> int | None:
         """A thread per core, at most one per tile, where the volume fits this process and no
         ``workers`` are asked for."""
-        if workers is None and fits_this_process(work):
-            return work.threads(usable_cores())
+        if workers is None and fits_this_process(workload):
+            return workload.threads(usable_cores())
         return None
 
-    def local_cluster(self, work: Work, *, workers: int | None = None):
-        """``workers`` processes (default: one per core, at most one per tile)."""
-        from tilelabel.cluster.local import cpu_cluster
+    def cluster_shape(self, workload: Workload, *, workers: int | None = None) -> ClusterShape:
+        """``workers`` single-threaded processes (default: one per core, at most one per
+        tile): the CPU kernels are sequential per chunk, and processes keep the pipeline's
+        numpy glue from sharing one GIL."""
+        return ClusterShape(workers=workers or workload.threads(usable_cores()), threads=1)
 
-        return cpu_cluster(workers or work.threads(usable_cores()))
-
-    def fit(self, ex, request: Request) -> Fit:
+    def fit(self, ex, request: PlanRequest) -> RunPlan:
         r, per = request, ex.threads()
         threads = sum(per.values()) or 1
         plan = plan_for_run(r.shape, r.storage, r.chunks, threads, TARGET_VOXELS)
         most = max(per.values(), default=1)
-        return Fit.of(plan, r.connectivity, threads, r.keep_labels, r.keep_input, per_worker=most)
+        return RunPlan.of(
+            plan, r.connectivity, threads, r.keep_labels, r.keep_input, per_worker=most
+        )
 
-    def encoder(self, fit: Fit, created: Any) -> None:
+    def warm_ups(self, run_plan: RunPlan) -> list:
+        return []
+
+    def encoder(self, run_plan: RunPlan, created: Any) -> None:
         return None

@@ -12,7 +12,7 @@ import numpy as np
 import zarr
 
 from tilelabel.storage import loops, shards
-from tilelabel.storage.errors import CorruptChunk, OutputTaken
+from tilelabel.storage.errors import CorruptChunk, check_run
 from tilelabel.validate import check_input
 
 
@@ -80,19 +80,6 @@ def create_output(
         storage_options=storage_options,
         **kwargs,
     )
-
-
-def check_run(array: zarr.Array, run: str | None) -> None:
-    """Refuse to write into ``array`` unless its attributes name ``run`` (None: no check):
-    another run has replaced the output meanwhile (see :mod:`tilelabel.storage.outputs`)."""
-    if run is None:
-        return
-    named = (array.attrs.get("tilelabel") or {}).get("run")
-    if named != run:
-        raise OutputTaken(
-            f"output {array.store_path} was replaced by another run (run {named}); this run "
-            "stops writing there"
-        )
 
 
 @dataclass(frozen=True)

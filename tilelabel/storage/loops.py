@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tilelabel import settings
+from tilelabel.storage.errors import check_run
 
 _thread = threading.local()
 #: the process's codec pool and its thread count, once made
@@ -121,8 +122,6 @@ async def read(url: str, selection: tuple) -> np.ndarray:
 async def write(url: str, selection: tuple, data: np.ndarray, run: str | None = None) -> None:
     """Write ``data`` where the array's attributes still name ``run`` (None: anywhere)."""
     from zarr.api.asynchronous import open_array
-
-    from tilelabel.storage.arrays import check_run
 
     arr = await open_array(store=url, mode="r+")
     check_run(arr, run)

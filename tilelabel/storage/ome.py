@@ -16,8 +16,9 @@ image behind, and the level-0 array says ``complete: true`` only once it is.
 
 from __future__ import annotations
 
+import functools
 import itertools
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 import zarr
 
 from tilelabel.storage import arrays
+from tilelabel.storage.errors import check_run
 from tilelabel.validate import check_input
 
 DEFAULT_NAME = "tilelabel"
@@ -244,7 +246,7 @@ def create_labels(
 
 def _subsample(src_url, dst_url, slices, stride, storage_options, run=None, level0=None) -> None:
     if run is not None:  # the labels are still the run's (level 0 names it)
-        arrays.check_run(zarr.open_array(level0, mode="r", storage_options=storage_options), run)
+        check_run(zarr.open_array(level0, mode="r", storage_options=storage_options), run)
     src = zarr.open_array(src_url, mode="r", storage_options=storage_options)
     dst = zarr.open_array(dst_url, mode="r+", storage_options=storage_options)
     read = tuple(
@@ -253,40 +255,38 @@ def _subsample(src_url, dst_url, slices, stride, storage_options, run=None, leve
     dst[slices] = src[read]
 
 
-def fill_levels(
-    ex, image: OmeImage, name: str, storage_options: dict | None = None, run: str | None = None
-) -> None:
-    """Fill the label image's lower levels from level 0, level by level, on the run's executor
-    (:class:`tilelabel.pipeline.executors.Executor`), while level 0 names ``run`` (see
-    :func:`.arrays.check_run`)."""
+def level_tasks(
+    image: OmeImage, name: str, storage_options: dict | None = None, run: str | None = None
+) -> list[list[Callable[[], None]]]:
+    """The tasks that fill the label image's lower levels from level 0, level by level (each
+    level's tasks read the one before, so a level starts once the last is done), each writing
+    one block of its level while level 0 names ``run`` (see :func:`.errors.check_run`)."""
     levels = _levels(image, storage_options)
     base = image.labels_url(name)
+    out = []
     for (prev, *_), (path, _, shape, stride) in itertools.pairwise(levels):
         dst = zarr.open_array(f"{base}/{path}", mode="r", storage_options=storage_options)
         unit = tuple(dst.shards or dst.chunks)
         grid = [-(-n // u) for n, u in zip(shape, unit, strict=True)]
-        blocks = [
-            tuple(
-                slice(i * u, min((i + 1) * u, n)) for i, u, n in zip(ix, unit, shape, strict=True)
-            )
-            for ix in np.ndindex(*grid)
-        ]
-        tag = uuid.uuid4().hex
-        futures = [
-            ex.submit(
-                _subsample,
-                f"{base}/{prev}",
-                f"{base}/{path}",
-                block,
-                key=f"tilelabel-subsample-{tag}-{i}",
-                stride=stride,
-                storage_options=storage_options,
-                run=run,
-                level0=f"{base}/{levels[0][0]}",
-            )
-            for i, block in enumerate(blocks)
-        ]
-        ex.gather(futures)  # raises the first failure
+        out.append(
+            [
+                functools.partial(
+                    _subsample,
+                    f"{base}/{prev}",
+                    f"{base}/{path}",
+                    tuple(
+                        slice(i * u, min((i + 1) * u, n))
+                        for i, u, n in zip(ix, unit, shape, strict=True)
+                    ),
+                    stride=stride,
+                    storage_options=storage_options,
+                    run=run,
+                    level0=f"{base}/{levels[0][0]}",
+                )
+                for ix in np.ndindex(*grid)
+            ]
+        )
+    return out
 
 
 def publish_labels(image: OmeImage, name: str, storage_options: dict | None = None) -> list[str]:

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -68,8 +69,9 @@ class Layout(Protocol):
 
     def open(self) -> Created: ...
 
-    def fill(self, ex, run: str) -> None:
-        """After the labels are written: anything made from them (an image's lower levels)."""
+    def levels(self, run: str) -> list[list[Callable[[], None]]]:
+        """After the labels are written: the tasks of anything made from them, in turns (an
+        image's lower levels, one turn per level)."""
 
     def publish(self) -> None:
         """After the output is complete: what makes it visible to readers."""
@@ -102,8 +104,8 @@ class ArrayLayout:
         array = zarr.open_array(self.root, mode="r+", storage_options=self.storage_options)
         return Created(array, self.root, ())
 
-    def fill(self, ex, run: str) -> None:
-        pass
+    def levels(self, run: str) -> list[list[Callable[[], None]]]:
+        return []
 
     def publish(self) -> None:
         pass
@@ -135,8 +137,8 @@ class LabelImageLayout:
         array = zarr.open_array(self.array_url, mode="r+", storage_options=self.storage_options)
         return Created(array, self.array_url, (0,) * len(self.image.index))
 
-    def fill(self, ex, run: str) -> None:
-        ome.fill_levels(ex, self.image, self.name, self.storage_options, run=run)
+    def levels(self, run: str) -> list[list[Callable[[], None]]]:
+        return ome.level_tasks(self.image, self.name, self.storage_options, run=run)
 
     def publish(self) -> None:
         ome.publish_labels(self.image, self.name, self.storage_options)
@@ -224,8 +226,10 @@ class Output:
                 "was working; it is left to that run"
             )
 
-    def fill(self, ex) -> None:
-        self.layout.fill(ex, self.lease.run)
+    def levels(self) -> list[list[Callable[[], None]]]:
+        """The tasks that make the rest of the output from its labels, in turns: each turn's
+        tasks once the last turn's are done (:meth:`Layout.levels`)."""
+        return self.layout.levels(self.lease.run)
 
     def complete(self, attributes: dict[str, Any]) -> None:
         """Step 4: marked complete (``attributes``), made visible, the lease released."""

@@ -1,1 +1,2 @@
-"""CUDA C sources of the GPU kernels, one per kernel family (see tilelabel.kernels.gpu_compile)."""
+"""The CUDA kernels: CUDA C sources, one per kernel family, beside the Python that compiles and
+launches them through CuPy (:mod:`.compile`), and the ``cuda`` backend (:mod:`.backend`)."""

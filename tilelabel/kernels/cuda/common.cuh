@@ -1,7 +1,7 @@
 // Types and helpers shared by every kernel family (block.cu, tile.cu, pixel.cu, renumber.cu).
 //
 // The sources are compiled at run time through cupy.RawModule (NVRTC), so no standard header is
-// included.  tilelabel.kernels.gpu_compile replaces each `#include "x.cuh"` line by the header's
+// included.  tilelabel.kernels.cuda.compile replaces each `#include "x.cuh"` line by the header's
 // text before compiling, so that CuPy's cache key covers every line compiled.
 //
 // Every kernel is templated on the label type T (unsigned int or unsigned long long).  Voxel

@@ -1,0 +1,72 @@
+"""The ``cpu`` backend: numba kernels on host arrays (:mod:`.algorithms`, :mod:`.ops`,
+:mod:`.stats`); zarr's codec pool decodes and encodes chunks on the host."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from tilelabel.dtypes import unsigned_values
+from tilelabel.kernels.base import Backend
+from tilelabel.kernels.registry import get_kernel
+
+
+def foreground(block: np.ndarray) -> np.ndarray:
+    """Nonzero is foreground; the kernels take C-contiguous uint8 and read any nonzero byte as
+    foreground, so such a block passes as it is."""
+    if block.dtype == np.bool_:
+        return np.ascontiguousarray(block).view(np.uint8)
+    if block.dtype == np.uint8 and block.flags.c_contiguous:
+        return block
+    return (block != 0).view(np.uint8)
+
+
+class CPUBackend(Backend):
+    name = "cpu"
+    encoder = None  # zarr's own codec pool is the host's encoder and decoder
+    decoder = None
+
+    def label(self, block, connectivity, dtype, algorithm=None, multilabel=False):
+        kernel = get_kernel("cpu", block.ndim, connectivity, algorithm, multilabel)
+        image = self.values(block) if multilabel else self.foreground(block)
+        return kernel(image, np.dtype(dtype))
+
+    def foreground(self, block):
+        return foreground(np.asarray(block))
+
+    def values(self, block):
+        return unsigned_values(np.asarray(block))
+
+    def pack(self, fg):
+        return np.packbits(fg.reshape(-1))  # any nonzero byte packs as 1
+
+    def unpack(self, packed, shape):
+        count = int(np.prod(shape, dtype=np.int64))
+        return np.unpackbits(packed, count=count).reshape(shape)
+
+    def first_indices(self, labels, n):
+        from tilelabel.kernels.cpu.ops import first_indices
+
+        return first_indices(labels, n)
+
+    def to_host(self, arr):
+        return np.asarray(arr)
+
+    def arrays(self):
+        return contextlib.nullcontext(np)
+
+    def apply_lut(self, labels, lut, staging=False):
+        from tilelabel.kernels.cpu.ops import apply_lut
+
+        return apply_lut(labels, lut)
+
+    def label_stats(self, labels, n, offset, intensity=None, moments=False):
+        from tilelabel.kernels.cpu.stats import label_stats
+
+        return label_stats(labels, n, offset, intensity, moments)
+
+    def label_stats_first(self, labels, n, offset, intensity=None, moments=False):
+        from tilelabel.kernels.cpu.stats import label_stats_first
+
+        return label_stats_first(labels, n, offset, intensity, moments)

@@ -1,0 +1,75 @@
+"""Phase 7, the end of a run: the output marked complete and made visible (once it is still
+the run's), the statistics table collected (:mod:`.tables`), and the run's
+:class:`~.state.Result`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tilelabel.pipeline import stats as stats_mod
+from tilelabel.pipeline.graph import MergeGraph
+from tilelabel.storage import Created
+from tilelabel.workflow import tables
+from tilelabel.workflow.state import Result, Run, Submitted, attributes
+
+if TYPE_CHECKING:
+    from tilelabel.workflow.executors import Executor
+
+log = logging.getLogger("tilelabel")
+
+
+def finish(
+    run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted, created: Created, count: int
+) -> Result:
+    """Mark the output complete and publish it; collect the statistics table if one is asked
+    for (written to Parquet one slab of chunks at a time, or returned whole)."""
+    attrs = attributes(run, count, graph.plan)
+    attrs["tilelabel"]["complete"] = True
+    run.output.complete(attrs)  # checked still the run's, made visible, the lease released
+    table = None
+    if submitted.tables:
+        stats = run.options.stats
+        table = tables.collect(
+            ex.gather,
+            submitted.tables,
+            list(graph.plan.indices()),
+            stats_mod.columns(
+                len(run.volume.shape),
+                run.intensity is not None,
+                run.stats.spacing,
+                run.labeler.multilabel,
+            ),
+            path=None if stats is True else os.fspath(stats),
+            frame=stats is True,
+            raster=run.stats.order == "raster",
+        )
+    result = Result(
+        components=count,
+        voxels=int(np.prod(run.volume.shape)),
+        seconds=time.perf_counter() - run.started,
+        dtype=str(created.array.dtype),
+        backend=run.labeler.backend,
+        table=table,
+        phases=run.phases,
+    )
+    log.info("phases: %s", ", ".join(f"{k} {v:.2f} s" for k, v in run.phases.items()))
+    log.debug("%s", result.summary())
+    return result
+
+
+def complete_already(run: Run) -> Result:
+    """A resumed run whose output is complete: nothing to do, and no statistics table."""
+    record = run.output.record
+    log.info("output %s is complete already: nothing to resume", run.output.url)
+    return Result(
+        components=int(record["components"]),
+        voxels=int(np.prod(run.volume.shape)),
+        seconds=time.perf_counter() - run.started,
+        dtype=run.output.resumed_dtype(),
+        backend=str(record.get("backend", run.labeler.backend)),
+    )

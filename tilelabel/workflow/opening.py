@@ -1,0 +1,156 @@
+"""Phase 0, open: everything the input, the output and the options allow checking, before any
+cluster starts; a clear error for the first thing wrong.
+
+Where the run's tasks execute is decided here, once (:func:`.executors.where`). The backend is
+settled where it runs: here, or on the workers of a cluster the run joins
+(:func:`settle_backend`, once its executor is open). A resumed run takes the options of the
+killed run's labels (:func:`resumed`). Then the run takes its output's lease
+(:meth:`tilelabel.storage.Output.take`): a place another run writes, or one that cannot be
+written, is refused there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tilelabel import connectivity as conn_mod
+from tilelabel import periodic
+from tilelabel.dtypes import check_values
+from tilelabel.kernels.backends import cuda_available, resolve_backend
+from tilelabel.options import Options
+from tilelabel.pipeline import stats as stats_mod
+from tilelabel.pipeline.local import Labeler
+from tilelabel.resources import Workload, for_backend
+from tilelabel.storage import ZarrSource, normalize_url, open_input, open_output, open_volume
+from tilelabel.storage.outputs import check_resume
+from tilelabel.workflow.executors import where
+from tilelabel.workflow.state import Run, attributes
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from tilelabel.workflow.executors import Executor
+
+log = logging.getLogger("tilelabel")
+
+
+def open_run(
+    options: Options,
+    *,
+    structure: np.ndarray | None = None,
+    progress: bool = False,
+    client: Client | None = None,
+) -> Run:
+    """The checked :class:`~.state.Run` of ``options`` (see the module's docstring)."""
+    o, started = options, time.perf_counter()
+    if o.spacing is not None and not o.stats:
+        raise ValueError("a spacing is only used by the statistics table; ask for one (--stats)")
+    if o.cluster is not None and o.cluster["kind"] == "slurm-runner":
+        from tilelabel.cluster import jobqueue
+
+        if jobqueue.serves(o.cluster):
+            raise ValueError(
+                f"task {os.environ['SLURM_PROCID']} of this allocation serves the run of task "
+                f"{jobqueue.CLIENT_TASK}: call tilelabel.cluster.jobqueue.serve_unless_client "
+                "before label_zarr, as the tilelabel command does"
+            )
+    volume = open_volume(o.input, o.storage_options, o.channel, o.timepoint)
+    ndim = len(volume.shape)
+    stats = stats_mod.options(
+        bool(o.stats),
+        o.min_size,
+        o.max_size,
+        o.intensity is not None,
+        spacing=o.spacing or volume.spacing,
+        ndim=ndim,
+        largest_k=o.largest_k,
+        order=o.order,
+        chunked=True,
+    )
+    connectivity = conn_mod.normalize(ndim, o.connectivity, structure)
+    if o.multilabel:
+        check_values(volume.array.dtype)
+    wrap = periodic.axes(ndim, o.wrap_axes)
+    at = where(o, client)
+    # on workers the run does not start, "auto" is theirs to settle (settle_backend)
+    backend = "cpu" if at.remote and o.backend == "auto" else resolve_backend(o.backend)
+    resources = for_backend(backend)
+    if not at.remote:
+        resources.check_here()  # before a local cluster starts for it
+    inputs = {"input": volume.image.url if volume.image else volume.url}
+    if o.intensity is not None:
+        inputs["intensity image"] = normalize_url(o.intensity)
+    output = open_output(
+        volume,
+        o.output,
+        o.ome_labels,
+        o.storage_options,
+        overwrite=o.overwrite,
+        force=o.force,
+        resume=o.resume,
+        inputs=inputs,
+    )
+    intensity = None
+    if o.intensity is not None:
+        if tuple(open_input(o.intensity, o.storage_options).shape) != volume.shape:
+            raise ValueError(
+                f"intensity {o.intensity} does not have the input's shape {volume.shape}"
+            )
+        intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
+    labeler = Labeler(backend, connectivity, o.algorithm, multilabel=o.multilabel)
+    itemsize = volume.array.dtype.itemsize
+    run = Run(
+        options=o,
+        volume=volume,
+        output=output,
+        labeler=labeler,
+        resources=resources,
+        where=at,
+        # a bad chunk size is refused here, before a cluster starts
+        workload=Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize),
+        stats=stats,
+        intensity=intensity,
+        wrap=wrap,
+        progress=progress,
+        started=started,
+    )
+    if output.mode in ("resume", "done"):
+        o = resumed(run)
+        workload = Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize)
+        run = dataclasses.replace(run, options=o, workload=workload)
+    return run
+
+
+def resumed(run: Run) -> Options:
+    """The options of a run that resumes (or finds complete) the labels of ``run.output``:
+    refused where they would make other labels, given the killed run's processing chunks."""
+    check_resume(run.output, attributes(run, None)["tilelabel"])
+    o, recorded = run.options, run.output.record.get("chunks")
+    if recorded is None:
+        return o
+    recorded = tuple(int(c) for c in recorded)
+    if o.chunks is not None and tuple(o.chunks) != recorded:
+        raise ValueError(
+            f"output {run.output.url} is being written in chunks of {recorded}; resume it "
+            "with those (or without --chunks)"
+        )
+    return dataclasses.replace(o, chunks=recorded)
+
+
+def settle_backend(run: Run, ex: Executor) -> Run:
+    """``auto`` on workers the run did not start: ``cuda`` where every worker has a usable GPU,
+    else ``cpu``. Asked of the workers, not this process: a client without a GPU may drive GPU
+    workers, and asking here would load CUDA into the caller for nothing."""
+    if not (run.where.remote and run.options.backend == "auto"):
+        return run
+    usable = ex.each(cuda_available)
+    backend = "cuda" if usable and all(usable.values()) else "cpu"
+    log.info("backend 'auto' on %d workers: %s", len(usable), backend)
+    labeler = dataclasses.replace(run.labeler, backend=backend)
+    return dataclasses.replace(run, labeler=labeler, resources=for_backend(backend))

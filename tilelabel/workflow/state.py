@@ -1,0 +1,136 @@
+"""What the phases of a run share: the run (:class:`Run`) and where its tasks execute
+(:class:`Where`), what it submitted (:class:`Submitted`), what the output records of it
+(:func:`attributes`) and what it returns (:class:`Result`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tilelabel._version import __version__
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from tilelabel.chunking import ChunkPlan
+    from tilelabel.options import Options
+    from tilelabel.pipeline.local import Labeler
+    from tilelabel.pipeline.stats import StatsOptions
+    from tilelabel.resources import Resources, Workload
+    from tilelabel.storage import Output, Volume, ZarrSource
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a run's tasks execute (:func:`tilelabel.workflow.executors.where`)."""
+
+    #: the cluster the run joins as it is: the caller's client or this process's active one
+    client: Client | None = None
+    #: the run's workers are not this machine's processes started for it (a client, a scheduler
+    #: address, batch jobs, an allocation): ``auto`` is settled on them, and this process need
+    #: not be able to run the backend
+    remote: bool = False
+    #: nothing names a cluster: the run stays in this process where its resources say the
+    #: volume fits (:meth:`~tilelabel.resources.Resources.in_process`), else starts one
+    may_stay: bool = False
+
+
+@dataclass(kw_only=True)
+class Run:
+    """One run: its options and what opening it found, and the time each phase took."""
+
+    options: Options
+    volume: Volume
+    output: Output
+    labeler: Labeler
+    resources: Resources
+    #: where its tasks execute (decided once, as it opens)
+    where: Where
+    #: what a cluster started for it is sized to (its options final: a resumed run takes the
+    #: killed run's chunks)
+    workload: Workload
+    #: statistics and size filter (None: labels only)
+    stats: StatsOptions | None = None
+    #: the intensity image's reader (statistics)
+    intensity: ZarrSource | None = None
+    #: the wrapped axes (periodic boundaries, :mod:`tilelabel.periodic`)
+    wrap: tuple[int, ...] = ()
+    progress: bool = False
+    #: when it began (``time.perf_counter``)
+    started: float = field(default_factory=time.perf_counter)
+    #: wall seconds of each phase so far (see :class:`Result`)
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def lap(self, phase: str) -> None:
+        """Record ``phase`` as ending now, having begun when the last one ended."""
+        now = time.perf_counter() - self.started
+        self.phases[phase] = now - sum(self.phases.values())
+
+
+@dataclass
+class Submitted:
+    """What the run holds of its submitted graph: futures of its executor."""
+
+    #: per chunk (raster order), its counts: done once the chunk is labeled
+    counts: list[Any]
+    #: per chunk, its lookup spec; with a table, its rows of the table
+    specs: list[Any]
+    tables: list[Any]
+    #: the component count
+    count: Any
+    #: what else keeps the chunks' summaries alive until the count is known (a cluster's)
+    summaries: list[Any] = field(default_factory=list)
+
+    def futures(self) -> list[Any]:
+        """Every future of the graph the run still holds."""
+        return [*self.summaries, *self.counts, *self.specs, *self.tables, self.count]
+
+
+@dataclass
+class Result:
+    """What a run returns (``label_zarr(..., return_result=True)``)."""
+
+    components: int
+    voxels: int
+    seconds: float
+    dtype: str
+    backend: str
+    #: the statistics table (``stats=True``)
+    table: Any = None
+    #: wall seconds of each phase, from the client: ``starting`` until the labeling pass is
+    #: submitted (opening, planning, the graph), ``labeling`` until every chunk's summary is
+    #: done, ``merging`` until the component count is known, ``writing`` until the last write
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        rate = self.voxels / self.seconds if self.seconds > 0 else float("inf")
+        return (
+            f"{self.components:,} components in {self.voxels:,} voxels, "
+            f"{self.seconds:.2f} s ({rate / 1e6:,.1f} Mvoxel/s, {self.backend}, {self.dtype})"
+        )
+
+
+def attributes(run: Run, count: int | None, plan: ChunkPlan | None = None) -> dict:
+    """What the output records of the run that made it (``complete`` only once it is; the run's
+    id is the output's to add)."""
+    meta: dict[str, Any] = {
+        "version": __version__,
+        "source": run.volume.url,
+        "connectivity": run.labeler.connectivity,
+        "components": count,
+        "backend": run.labeler.backend,
+        "complete": False,
+    }
+    if run.labeler.multilabel:
+        meta["multilabel"] = True
+    if run.volume.lead:
+        meta["selection"] = list(run.volume.lead)
+    if run.wrap:
+        meta["wrap_axes"] = list(run.wrap)
+    if plan is not None:  # the processing chunks, which a resumed run takes again
+        meta["chunks"] = [int(c[0]) for c in plan.chunks]
+    if run.stats is not None and run.stats.filtering:
+        meta.update(min_size=run.stats.min_size, max_size=run.stats.max_size)
+        meta.update(largest_k=run.stats.largest_k, order=run.stats.order)
+    return {"tilelabel": meta}
