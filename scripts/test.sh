@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up a virtual environment from the project's own files and run the test suite.
+# Set up a virtual environment from the project's own files, check the house rules (ruff, the
+# import layers) and run the test suite.
 # GPU tests (marker "gpu") skip themselves where CuPy finds no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +13,8 @@ if [ ! -d .venv/affected-distributed ]; then
   .venv/bin/python -m pip install -q --no-deps --target .venv/affected-distributed \
     -r tests/cluster/affected-distributed.txt || echo "test.sh: affected distributed not installed"
 fi
+# the house rules: lint, formatting, and the import layers of pyproject.toml's contracts
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/lint-imports --no-cache
 exec .venv/bin/python -m pytest "$@"
