@@ -17,8 +17,9 @@ pipeline's graph (in neither).
     python benchmarks/chunk_threads.py --size 2048 --density 0.05 --shapes 1x8 2x4 --dask
 
 The input is ``tilelabel.synth``'s random volume in 128³ zstd chunks, as ``pipeline.py``
-writes it. Writes ``chunk_threads.json`` and ``chunk_threads.md`` to DIR (default: $OUT or
-benchmarks/out).
+writes it. Writes ``NAME.json`` (``report.record``'s envelope) and ``NAME.md`` to DIR (default:
+$OUT or benchmarks/out); NAME: ``--name``, by default
+``chunk_threads_<machine>_<size>_d<density>[_dask]``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report import default_name, device_tag, record  # noqa: E402
 
 
 def _task(url: str, chunk: int, idx: tuple[int, ...], backend: str) -> float:
@@ -72,7 +76,7 @@ def _plan(url: str, chunk: int):
     process: the tasks time the labeling, not the array's metadata."""
     import zarr
 
-    from tilelabel.pipeline.plan import ChunkPlan, regular_chunks
+    from tilelabel.chunking import ChunkPlan, regular_chunks
 
     shape = zarr.open_array(url, mode="r").shape
     return ChunkPlan(tuple(shape), tuple(regular_chunks(s, chunk) for s in shape))
@@ -169,9 +173,10 @@ def main() -> None:
     )
     p.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/tilelabel-bench")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    p.add_argument("--name", help="file stem of the results (default: from the arguments)")
     args = p.parse_args()
 
-    from tilelabel._version import __version__
+    from tilelabel import __version__
     from tilelabel.synth import write_random_zarr
 
     url = str(Path(args.workdir) / f"in-{args.size}-{args.density}-128.zarr")
@@ -199,12 +204,8 @@ def main() -> None:
         "version": __version__,
         "backend": args.backend,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "chunk_threads.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    head = f"{device}, {meta['cores']} cores, {meta['date']}, tilelabel {__version__}"
     lines = [
-        f"{device}, {meta['cores']} cores, {meta['date']}, tilelabel {__version__}",
-        "",
         "| size | density | processes × threads | in | s | CPU s | ms / task |",
         "|---|---|---|---|---:|---:|---:|",
         *(
@@ -214,8 +215,27 @@ def main() -> None:
             for r in rows
         ),
     ]
-    (out / "chunk_threads.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print(head + "\n\n" + "\n".join(lines))
+    dask = "dask" if args.dask else ""
+    name = args.name or default_name(
+        "chunk_threads", device_tag(), args.size, f"d{args.density}", dask
+    )
+    record(
+        args.out,
+        name,
+        title="The labeling task in thread pools and dask workers",
+        rows=rows,
+        markdown="\n".join(lines),
+        args=args,
+        machine=meta,
+        notes=(
+            f"tilelabel {__version__}, {args.backend} backend: the labeling pass's task "
+            f"(`summary_task`) on every {args.chunk}³ processing chunk of a random volume in 128³ "
+            "zstd chunks, P processes of T threads (or, in dask workers, a `LocalCluster` of P "
+            "workers of T threads); seconds of the slowest process, CPU seconds of all, and the "
+            "mean time of one task."
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -28,13 +28,14 @@ identical (a digest of its decoded chunks); a mismatch is printed and marked in 
     python benchmarks/end_to_end.py --sizes 64 256 1024 2048 --out DIR
     python benchmarks/end_to_end.py --sizes 64 --methods tilelabel scipy copy --repeat 3
 
-Writes ``end_to_end.json`` and ``end_to_end.md`` to DIR (default: $OUT or benchmarks/out).
+Writes ``NAME.json`` (``report.record``'s envelope) and ``NAME.md`` to DIR (default: $OUT or
+benchmarks/out); NAME: ``--name``, by default ``end_to_end_<machine>_<sizes>`` (``_cpu`` after
+it for the CPU backend on a GPU machine).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import hashlib
 import json
 import os
@@ -266,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--work", help="folder for the volumes (default: a temporary one)")
     p.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "benchmarks" / "out")))
+    p.add_argument("--name", help="file stem of the results (default: from the arguments)")
     p.add_argument("--script", nargs=3, metavar=("NAME", "IN", "OUT"), help=argparse.SUPPRESS)
     p.add_argument("--notebook", nargs=3, metavar=("BACKEND", "IN", "OUT"), help=argparse.SUPPRESS)
     p.add_argument("--preload", action="store_true", help=argparse.SUPPRESS)
@@ -277,6 +279,10 @@ def main(argv: list[str] | None = None) -> None:
         return notebook(src, dst, backend, preload=args.preload)
 
     sys.path.insert(0, str(ROOT))
+    # here, not above: the timed scripts (this file with --script or --notebook) import no more
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from report import default_name, device_tag, record
+
     from tilelabel import __version__
     from tilelabel.cores import usable_cores
     from tilelabel.kernels.backends import resolve_backend
@@ -287,7 +293,6 @@ def main(argv: list[str] | None = None) -> None:
     cores = usable_cores()
     work = Path(args.work or tempfile.mkdtemp(prefix="tilelabel-e2e-"))
     work.mkdir(parents=True, exist_ok=True)
-    date = datetime.datetime.now().astimezone()
     machine = {
         "host": platform.node(),
         "cores": cores,
@@ -326,16 +331,24 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(work, ignore_errors=True)
     md = table(rows)
     print(md)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    head = (
-        f"{machine.get('gpu', 'CPU')}, {cores} cores, {date:%Y-%m-%d}, tilelabel {__version__}; "
-        f"density {args.density}, {args.chunks}³ storage chunks, wall seconds of whole processes "
-        f"(median of {args.repeat}).\n\n"
+    tag = device_tag()
+    cpu_on_gpu = "cpu" if backend == "cpu" and not tag.startswith("cpu") else ""
+    name = args.name or default_name("end_to_end", tag, args.sizes, cpu_on_gpu)
+    notes = (
+        f"tilelabel {__version__}, {backend} backend; density {args.density}, {args.chunks}³ "
+        f"storage chunks; wall seconds of whole processes (median of {args.repeat})."
     )
-    (out / "end_to_end.md").write_text(head + md + "\n")
-    payload = {"date": date.isoformat(), "machine": machine, "args": vars(args), "rows": rows}
-    (out / "end_to_end.json").write_text(json.dumps(payload, indent=1))
+    record(
+        args.out,
+        name,
+        title="Whole runs, as users run them",
+        rows=rows,
+        markdown=md,
+        args=args,
+        machine=machine,
+        notes=notes,
+        argv=argv,
+    )
 
 
 if __name__ == "__main__":

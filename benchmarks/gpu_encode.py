@@ -24,7 +24,8 @@ workers do, to tell which contention slows the GPU's encoder inside the pipeline
     python benchmarks/gpu_encode.py --shape 256,512,512 --procs 1 4 16 --out DIR
     python benchmarks/gpu_encode.py --procs 16 --encoders gpu --load none host gpu
 
-Writes ``gpu_encode.json`` and ``gpu_encode.md`` to DIR (default: $OUT or benchmarks/out).
+Writes ``NAME.json`` (``report.record``'s envelope) and ``NAME.md`` to DIR (default: $OUT or
+benchmarks/out); NAME: ``--name``, by default ``gpu_encode_<machine>[_load]``.
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tilelabel.kernels.tiles import tile_slabs  # noqa: E402
+from report import default_name, device_tag, record  # noqa: E402
+
+from tilelabel.kernels.cuda.tiles import tile_slabs  # noqa: E402
 from tilelabel.synth import random_volume  # noqa: E402
 
 ENCODERS = ("gpu", "host")
@@ -194,6 +198,7 @@ def main() -> None:
         help="time one encoding process under each load by the other P - 1 (see above)",
     )
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    p.add_argument("--name", help="file stem of the results (default: from the arguments)")
     args = p.parse_args()
 
     import cupy as cp
@@ -218,11 +223,12 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
 
-    lines = [
+    head = (
         f"gpu_encode: {device}, {os.cpu_count()} cores, {platform.node()}, "
         f"{datetime.date.today()}; block {args.shape} in tiles {args.tile}, {args.reps} encodes "
-        "per process",
-        "",
+        "per process"
+    )
+    lines = [
         "| density | processes | encoder | load by the others | GB/s (timed processes) | ratio "
         "| pool growth / byte |",
         "|---|---|---|---|---|---|---|",
@@ -235,12 +241,22 @@ def main() -> None:
         growth = f"{r['pool_growth_per_byte']:.2f}" if r["encoder"] != "host" else ""
         lines.append(f"{head} {r['gb_per_s']:.2f} | {r['ratio']:.1f} | {growth} |")
     table = "\n".join(lines)
-    print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {"device": device, "cores": os.cpu_count(), "date": str(datetime.date.today())}
-    (out / "gpu_encode.json").write_text(json.dumps({**meta, "args": vars(args), "rows": rows}))
-    (out / "gpu_encode.md").write_text(table + "\n")
+    print(head + "\n\n" + table)
+    record(
+        args.out,
+        args.name or default_name("gpu_encode", device_tag(), "load" if args.load else ""),
+        title="nvCOMP against the host's zstd",
+        rows=rows,
+        markdown=table,
+        args=args,
+        machine={"gpu": device, "cores": os.cpu_count(), "host": platform.node()},
+        notes=(
+            f"One block of uint32 labels {args.shape} cut into storage tiles {args.tile}, "
+            f"compressed {args.reps} times by each of P processes started together; GB/s of "
+            "uncompressed labels over all the timed processes, the compression ratio, and the "
+            "growth of one process's CuPy pool in its first encode, per byte of labels."
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ Every method runs once untimed on each volume (warm-up: numba loads its cache) a
 checked equal to scipy's (labels and count); then ``--repeat`` timed rounds that interleave the
 methods; the median (and the minimum) is reported (wall clock, output allocation included for
 every method; speedups are ratios of medians). Prints a Markdown table and writes
-``kernels_cpu.json`` and ``kernels_cpu.md`` to ``--out`` (default: $OUT or benchmarks/out).
+``NAME.json`` (``report.record``'s envelope) and ``NAME.md`` to ``--out`` (default: $OUT or
+benchmarks/out); NAME: ``--name``, by default ``kernels_cpu_<machine>_<size>[_2d]_c<conn>``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MK
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -36,6 +35,9 @@ from scipy import ndimage  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from report import default_name, device_tag, record  # noqa: E402
 
 from tilelabel.connectivity import full_connectivity, structure  # noqa: E402
 from tilelabel.kernels.registry import algorithms, get_kernel  # noqa: E402
@@ -168,6 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--dtype", default="uint32", choices=["uint32", "uint64"])
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    p.add_argument("--name", help="file stem of the results (default: from the arguments)")
     args = p.parse_args(argv)
 
     import cc3d
@@ -178,7 +181,6 @@ def main(argv: list[str] | None = None) -> None:
     conn = args.connectivity or full_connectivity(args.ndim)
     if args.algorithms is None:
         args.algorithms = algorithms("cpu", args.ndim, conn)
-    date = datetime.datetime.now().astimezone()
     machine = {
         "cpu": cpu_model(),
         "logical_cpus": os.cpu_count(),
@@ -204,15 +206,25 @@ def main(argv: list[str] | None = None) -> None:
     )
     md = table(rows)
     print(md)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    payload = {"date": date.isoformat(), "machine": machine, "args": vars(args), "rows": rows}
-    (out / "kernels_cpu.json").write_text(json.dumps(payload, indent=1))
-    (out / "kernels_cpu.md").write_text(
-        f"{edge}, {conn}-connectivity, CPU {machine['cpu']} ({machine['logical_cpus']} logical "
-        f"CPUs), one thread, {date:%Y-%m-%d}, tilelabel output {dtype}; median of "
-        f"{args.repeat} rounds.\n\n"
-        f"{md}\n"
+    two_d = "2d" if args.ndim == 2 else ""
+    u64 = "u64" if dtype == np.uint64 else ""
+    name = args.name or default_name("kernels_cpu", device_tag(), args.size, two_d, f"c{conn}", u64)
+    rounds = f"{args.repeat} round{'s' if args.repeat > 1 else ''}"
+    notes = (
+        f"{edge}, {conn}-connectivity, every method on one thread, tilelabel output {dtype}; "
+        f"seconds, median (and minimum) of {rounds} after a warm-up, every result checked equal "
+        "to scipy's."
+    )
+    record(
+        args.out,
+        name,
+        title="CPU kernels, one thread",
+        rows=rows,
+        markdown=md,
+        args=args,
+        machine=machine,
+        notes=notes,
+        argv=argv,
     )
 
 

@@ -10,13 +10,14 @@ each step ("average with steps").
     python benchmarks/kernels_gpu.py --conns 6,18,4 --algs uf,ke,seg   # face connectivities
     python benchmarks/kernels_gpu.py --table JSON   # Markdown tables from a run's JSON
 
-Writes ``kernels_gpu.json`` and ``kernels_gpu.md`` to DIR (default: $OUT or benchmarks/out).
+Writes ``NAME.json`` (``report.record``'s envelope) and ``NAME.md`` to DIR (default: $OUT or
+benchmarks/out), again after every case; NAME: ``--name``, by default
+``kernels_gpu_<machine>[_quick][_<only>][_c<conns>][_<algs>]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -26,12 +27,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cupy as cp  # noqa: E402
 import cupyx.scipy.ndimage as cndi  # noqa: E402
+from report import default_name, device_tag, record  # noqa: E402
 
 from tilelabel.connectivity import structure  # noqa: E402
-from tilelabel.kernels.gpu_ccl import ALGORITHMS, Run  # noqa: E402
+from tilelabel.kernels.cuda.ccl import ALGORITHMS, Labeling  # noqa: E402
 from tilelabel.kernels.registry import get_kernel  # noqa: E402
 from tilelabel.synth import random_block  # noqa: E402
 
@@ -111,7 +114,7 @@ def step_times(img, conn, alg, reps):
     """Median time of each step, run back to back with events between (no syncs)."""
     per = {}
     for _ in range(reps + 1):
-        run = Run(img, np.uint32, conn, alg)
+        run = Labeling(img, np.uint32, conn, alg)
         steps = run.steps()
         ev = [cp.cuda.Event() for _ in range(len(steps) + 1)]
         ev[0].record()
@@ -140,27 +143,31 @@ def cupyx_label(img, st):
         return cndi.label(img, structure=st)
 
 
-def dump(out, name, bw, rows):
-    meta = dict(
-        device=name, date=datetime.date.today().isoformat(), copy_GBps=bw / 1e9,
-        cupy=cp.__version__,
-    )  # fmt: skip
-    (out / "kernels_gpu.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    md = [
-        f"Device: {name}; date {meta['date']}; CuPy {cp.__version__}; device-to-device copy "
-        f"{bw / 1e9:.0f} GB/s (bytes read + written); floor = (1 B in + 4 B out per voxel) / that.",
-        "",
-        "| case | conn | alg | ms | GVox/s | x cupyx | / floor | cupyx ms | steps (ms) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        steps = ", ".join(f"{k} {v:.2f}" for k, v in r["steps"].items())
-        md.append(
-            f"| {r['size']} d={r['density']} g={r['granularity']} | {r['conn']} | {r['alg']} | "
-            f"{r['ms']:.2f} | {r['gvox']:.1f} | {r['speedup']:.1f} | {r['floor_ratio']:.1f} | "
-            f"{r['cupyx_ms']:.1f} | {steps} |" + ("" if r["ok"] else " MISMATCH")
-        )
-    (out / "kernels_gpu.md").write_text("\n".join(md) + "\n")
+def dump(out, run_name, device, bw, rows, args):
+    """The run so far, through ``report.record`` (after every case: a run stopped at a time
+    limit keeps what it has)."""
+    machine = dict(gpu=device, copy_GBps=bw / 1e9, cupy=cp.__version__)
+    notes = (
+        f"CuPy {cp.__version__}. uint32 labels, input already on the device, output allocation "
+        "included, CUDA events, median of 10 runs (5 from 2^29 voxels) after a warm-up; "
+        "`cupyx.scipy.ndimage.label` in the same run. The floor: 1 B in and 4 B out per voxel "
+        f"at the device-to-device copy bandwidth measured in the run ({bw / 1e9:.0f} GB/s, read "
+        "+ write). Cells: ms (× cupyx, × floor), the fastest of a case in bold."
+    )
+    try:
+        md = tables(rows)
+    except Exception as e:  # the rows are saved whatever the tables make of them
+        md = f"(no tables: {e!r}; `python benchmarks/kernels_gpu.py --table JSON`)"
+    record(
+        out,
+        run_name,
+        title="GPU kernels",
+        rows=rows,
+        markdown=md,
+        args=args,
+        machine=machine,
+        notes=notes,
+    )
 
 
 BLOCK = [a for a, spec in ALGORITHMS.items() if spec.blocks]
@@ -173,8 +180,13 @@ def kernel(conn, alg):
 
 
 def table(path):
+    """Print the tables of a run's JSON (this script's, old or new)."""
+    print(tables(json.loads(Path(path).read_text())["rows"]))
+    return 0
+
+
+def tables(rows):
     """The tables of a run (block algorithms, pixel algorithms, 3D 1024^3 steps), in Markdown."""
-    rows = json.loads(Path(path).read_text())["rows"]
     cases = {}
     for r in rows:
         cases.setdefault((r["size"], r["conn"], r["density"], r["granularity"]), []).append(r)
@@ -184,14 +196,16 @@ def table(path):
         ("Block algorithms", (26, 8), BLOCK + ["uf", "ke", "seg"]),
         ("Pixel algorithms", (18, 6, 4), PIXEL),
     ):
+        keys = [k for k in cases if k[1] in conns]
+        if not keys:  # no case of these connectivities in the run
+            continue
         head = "| case | conn | cupyx ms | floor ms | " + " | ".join(algs) + " |"
         out += [f"### {title}", "", head]
         out.append("|---" * (4 + len(algs)) + "|")
-        keys = [k for k in cases if k[1] in conns]
-        keys.sort(key=lambda k: (order[k[0]], conns.index(k[1]), k[2], k[3]))
+        keys.sort(key=lambda k: (order.get(k[0], len(order)), conns.index(k[1]), k[2], k[3]))
         for k in keys:
             by = {r["alg"]: r for r in cases[k]}
-            best = min(by[a]["ms"] for a in algs if a in by)
+            best = min((by[a]["ms"] for a in algs if a in by), default=None)
             r0 = cases[k][0]
             cells = []
             for a in algs:
@@ -220,16 +234,17 @@ def table(path):
         "final",
         "roots",
     ]
-    out += ["### Steps (ms), 3D 1024^3, 26-connectivity", ""]
-    out += ["| case | alg | " + " | ".join(names) + " | total |", "|---" * (len(names) + 3) + "|"]
-    for r in rows:
-        if r["size"] == "3d1024" and r["conn"] == 26 and r["alg"] in BLOCK:
-            stp = " | ".join(f"{r['steps'][n]:.2f}" if n in r["steps"] else "-" for n in names)
-            out.append(
-                f"| d={r['density']} g={r['granularity']} | {r['alg']} | {stp} | {r['ms']:.2f} |"
-            )
-    print("\n".join(out))
-    return 0
+    steps = [r for r in rows if r["size"] == "3d1024" and r["conn"] == 26 and r["alg"] in BLOCK]
+    if steps:
+        out += ["### Steps (ms), 3D 1024^3, 26-connectivity", ""]
+        head = "| case | alg | " + " | ".join(names) + " | total |"
+        out += [head, "|---" * (len(names) + 3) + "|"]
+    for r in steps:
+        stp = " | ".join(f"{r['steps'][n]:.2f}" if n in r["steps"] else "-" for n in names)
+        out.append(
+            f"| d={r['density']} g={r['granularity']} | {r['alg']} | {stp} | {r['ms']:.2f} |"
+        )
+    return "\n".join(out).strip("\n")
 
 
 def main():
@@ -243,6 +258,7 @@ def main():
         "--profile", default="", help="ALG: label d=0.2 g=1 twice (for ncu), first of --conns"
     )
     ap.add_argument("--table", default="", help="JSON: print the Markdown tables of a run")
+    ap.add_argument("--name", help="file stem of the results (default: from the arguments)")
     args = ap.parse_args()
     if args.table:
         return table(args.table)
@@ -256,6 +272,14 @@ def main():
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    run_name = args.name or default_name(
+        "kernels_gpu",
+        device_tag(),
+        "quick" if args.quick else "",
+        args.only.split(",") if args.only else "",
+        "c" + args.conns.replace(",", "-") if args.conns else "",
+        args.algs.split(",") if args.algs else "",
+    )
 
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
@@ -324,11 +348,11 @@ def main():
                             flush=True,
                         )
                     ref = None
-                    dump(out, name, bw, rows)
+                    dump(out, run_name, name, bw, rows, args)
                 img = None
                 cp.get_default_memory_pool().free_all_blocks()
 
-    dump(out, name, bw, rows)
+    dump(out, run_name, name, bw, rows, args)
     bad = [r for r in rows if not r["ok"]]
     print(f"{len(rows)} rows, {len(bad)} mismatches")
     return 1 if bad else 0

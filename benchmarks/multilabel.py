@@ -21,16 +21,16 @@ cc3d's and the median reported (wall clock, output allocation included):
 ``--pipeline`` also writes the volume to a zarr array (128^3 chunks) and times whole
 ``label_zarr`` runs on it (this process, the GPU where there is one) in binary mode (nonzero is
 foreground) and multi-label mode, with each run's phases; and the same on a random 0/1 volume
-(density 0.2), where both modes give the same labels: the second of two runs each. Writes
-``multilabel.json`` to ``--out`` (default: $OUT or benchmarks/out) and prints a Markdown table.
+(density 0.2), where both modes give the same labels: the second of two runs each. Prints a
+Markdown table and writes ``NAME.json`` (``report.record``'s envelope) and ``NAME.md`` to
+``--out`` (default: $OUT or benchmarks/out), again after every connectivity; NAME: ``--name``, by
+default ``multilabel_<machine>_<sizes>_c<conns>[_pipeline][_nocpu]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
-import json
 import os
 import statistics
 import sys
@@ -42,6 +42,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from report import default_name, device_tag, record  # noqa: E402
 
 from tilelabel.kernels.backends import cuda_available  # noqa: E402
 from tilelabel.kernels.registry import get_kernel  # noqa: E402
@@ -55,13 +58,10 @@ def volume_on_gpu(n: int, seed: int = 0):
     a voxel equally far from two seeds may take the other one), as a CuPy uint32 array."""
     import cupy as cp
 
-    from tilelabel.synth import _seeds, _splitmix64
+    from tilelabel.synth import voronoi_seeds
 
-    key = np.uint64(_splitmix64(np.uint64(seed)))
-    lo = np.full(3, -1, np.int64)
-    hi = np.full(3, (n - 1) // CELL + 1, np.int64)
-    pos, val = _seeds(lo, hi, CELL, key, np.uint64(IDS), BACKGROUND, False)
-    cells = int(hi[0] - lo[0] + 1)
+    pos, val = voronoi_seeds(n, CELL, IDS, BACKGROUND, seed)
+    cells = int(val.shape[0])
     fill = cp.ElementwiseKernel(
         "raw float64 pos, raw uint64 val, int64 n, int64 m, int64 cell",
         "uint32 out",
@@ -206,20 +206,51 @@ def main() -> None:
     ap.add_argument("--pipeline", action="store_true", help="also time label_zarr runs")
     ap.add_argument("--no-cpu", action="store_true", help="skip tilelabel's CPU kernel")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    ap.add_argument("--name", help="file stem of the results (default: from the arguments)")
     args = ap.parse_args()
     gpu = cuda_available()
-    rows, meta = [], {"date": datetime.date.today().isoformat(), "cell": CELL, "ids": IDS}
+    rows, meta = [], {"cell": CELL, "ids": IDS, "background": BACKGROUND}
     if gpu:
         import cupy as cp
 
         meta["device"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
         meta["cupy"] = cp.__version__
     meta["cpus"] = os.cpu_count()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    name = args.name or default_name(
+        "multilabel",
+        device_tag(),
+        args.sizes.split(","),
+        "c" + args.conns.replace(",", "-"),
+        "pipeline" if args.pipeline else "",
+        "nocpu" if args.no_cpu else "",
+    )
+    notes = (
+        f"A Voronoi label field (`tilelabel.synth.voronoi_labels`: one seed per {CELL}³ cell, ids "
+        f"1..{IDS}, {BACKGROUND:.0%} of the cells background, uint32), labeled with "
+        "`multilabel=True` and checked equal to `cc3d.connected_components` (`ok`); wall "
+        f"seconds, median of {args.repeat}, output allocation included: the kernels on one "
+        "thread on the CPU, the CUDA kernels with their input on the device (`cuda_binary`: the "
+        "default binary kernel on `volume != 0`)"
+        + (
+            "; `label_zarr_*`: whole runs in this process, 128³ chunks, on the label field and "
+            "on a random 0/1 volume of density 0.2, in binary and multi-label mode"
+            if args.pipeline
+            else ""
+        )
+        + "."
+    )
 
     def save() -> None:  # after every size: a run stopped at a time limit keeps what it has
-        (out / "multilabel.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
+        record(
+            args.out,
+            name,
+            title="Multi-label volumes",
+            rows=rows,
+            markdown=table(rows),
+            args=args,
+            machine=meta,
+            notes=notes,
+        )
 
     for size in (int(s) for s in args.sizes.split(",")):
         t = time.perf_counter()

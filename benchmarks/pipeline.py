@@ -49,7 +49,8 @@ which bounds their memory whatever the volume (the merge's state grows with it):
     python benchmarks/pipeline.py --sizes 4096 --densities 0.05 --no-digest \
         --methods tilelabel-gpu --worker-memory 2GiB
 
-Writes ``pipeline.json`` and ``pipeline.md`` to DIR (default: $OUT or benchmarks/out).
+Writes ``NAME.json`` (``report.record``'s envelope) and ``NAME.md`` to DIR (default: $OUT or
+benchmarks/out); NAME: ``--name``, by default ``pipeline_<machine>_<sizes>_d<densities>``.
 """
 
 from __future__ import annotations
@@ -75,16 +76,18 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dask.array as da  # noqa: E402
 import zarr  # noqa: E402
 from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
+from report import default_name, device_tag, record  # noqa: E402
 
 import tilelabel  # noqa: E402
-from tilelabel.cluster.gpus import cuda_cluster  # noqa: E402
+from tilelabel.chunking import plan_for_run, plan_for_storage  # noqa: E402
+from tilelabel.cluster.local import cuda_cluster  # noqa: E402
 from tilelabel.cores import usable_cores  # noqa: E402
 from tilelabel.kernels.backends import cuda_available  # noqa: E402
-from tilelabel.pipeline.plan import plan_for_run, plan_for_storage  # noqa: E402
 from tilelabel.resources.gpu import TARGET_VOXELS as GPU_TARGET  # noqa: E402
 from tilelabel.resources.host import TARGET_VOXELS as CPU_TARGET  # noqa: E402
 from tilelabel.storage.arrays import ZarrSource, ZarrTarget, storage_chunks  # noqa: E402
@@ -816,6 +819,87 @@ def hold_gpu_memory(gib: float | None) -> list:
     return held
 
 
+def table(rows: list[dict], repeat: int, wrong: list[str]) -> str:
+    """The Markdown table of the rows: one line per run, its ratios to the copies and dask-image
+    of the same volume, environment and round, the disagreements after it."""
+    header = [
+        *("size", "density", "method", "workers", "s", "GVox/s", "vs copy (same cluster)"),
+        *("vs fastest copy", "vs dask-image", "peak host/worker GiB", "peak GPU/worker GiB"),
+        *("output MiB", "worker CPU s (of it kernel)", "CPU s / GVox"),
+    ]
+
+    def line(*cells) -> str:
+        """A table row of ``cells``, empty cells after them up to the header's width."""
+        return "| " + " | ".join(map(str, cells + ("",) * (len(header) - len(cells)))) + " |"
+
+    lines = [
+        line(*header),
+        "|" + "---|" * len(header),
+    ]
+    for r in rows:
+        if "timeout" in r:
+            same = {
+                x["method"]: x["seconds"]
+                for x in rows
+                if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
+            }
+            bound = ", ".join(
+                f"{m} > {r['timeout'] / t:.0f}x faster"
+                for m, t in same.items()
+                if m.startswith("tilelabel")
+            )  # (with several GPU counts, the last one's time)
+            where = (f"{r['size']}³", r["density"], r["method"], "")
+            lines.append(line(*where, f"> {r['timeout']:.0f} (stopped)", "", "", "", bound))
+            continue
+        if "seconds" not in r:
+            where = (f"{r['size']}³", r["density"], r["method"], "")
+            lines.append(line(*where, f"failed: {r['error'][:80]}"))
+            continue
+        same = [
+            x
+            for x in rows
+            if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
+        ]
+        # the same env and the same run on its cluster (--repeat)
+        same = [
+            x
+            for x in same
+            if x.get("env") == r.get("env") and x.get("repeat", 0) == r.get("repeat", 0)
+        ]
+        ref = {(x["method"], x.get("gpus", 0)): x["seconds"] for x in same}
+        gpus = r.get("gpus", 0)
+        copy_ref = ref.get(("copy-gpu", gpus) if gpus else ("copy", 0))
+        vs_copy = f"{copy_ref / r['seconds']:.2f}x" if copy_ref else ""
+        copies = [x["seconds"] for x in same if x["method"] in ("copy", "copy-gpu")]
+        vs_best = f"{min(copies) / r['seconds']:.2f}x" if copies else ""
+        di = ref.get(("dask-image", 0))
+        vs_di = f"{di / r['seconds']:.1f}x" if di else ""
+        name = r["method"] + (f" ({gpus} GPU{'s' if gpus > 1 else ''})" if gpus else "")
+        if r.get("cores"):
+            name += f" [{r['cores']} cores]"
+        if r.get("env"):
+            name += f" [{r['env']}]"
+        if repeat > 1:
+            name += f" run {r.get('repeat', 0) + 1}"
+        use = r.get("worker_usage")
+        cpu_s = use["user_s"] + use["system_s"] if use else None
+        cpu = f"{cpu_s:.1f} ({use['system_s']:.1f})" if use else ""
+        # host CPU seconds per 10^9 voxels: what a node's cores must supply per GPU's work
+        per_gvox = f"{cpu_s / (r['voxels'] / 1e9):.1f}" if use and r.get("voxels") else ""
+        lines.append(
+            line(
+                *(f"{r['size']}³", r["density"], name, r["workers"], f"{r['seconds']:.2f}"),
+                *(f"{r['gvox_s']:.3f}", vs_copy, vs_best, vs_di),
+                f"{r['peak_rss_per_worker'] / 2**30:.2f}",
+                f"{r['peak_gpu_per_worker'] / 2**30:.2f}",
+                *(f"{r['output_bytes'] / 2**20:.0f}", cpu, per_gvox),
+            )
+        )
+    if wrong:
+        lines += ["", "**Outputs disagree:**", *(f"- {w}" for w in wrong)]
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
@@ -924,6 +1008,7 @@ def main() -> None:
     )
     p.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/tilelabel-bench")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    p.add_argument("--name", help="file stem of the results (default: from the arguments)")
     p.add_argument("--child", nargs=3, metavar=("METHOD", "SRC", "DST"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -1043,90 +1128,38 @@ def main() -> None:
         "gpu_free_gib": args.gpu_free,
     }
     del held
-    (out_dir / "pipeline.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    header = [
-        *("size", "density", "method", "workers", "s", "GVox/s", "vs copy (same cluster)"),
-        *("vs fastest copy", "vs dask-image", "peak host/worker GiB", "peak GPU/worker GiB"),
-        *("output MiB", "worker CPU s (of it kernel)", "CPU s / GVox"),
-    ]
-
-    def line(*cells) -> str:
-        """A table row of ``cells``, empty cells after them up to the header's width."""
-        return "| " + " | ".join(map(str, cells + ("",) * (len(header) - len(cells)))) + " |"
-
-    lines = [
+    head = (
         f"Device: {device}; {usable_cores()} CPU cores; date {meta['date']}; storage chunks "
         f"{args.storage_chunk}^3, zarr v3 default codec; input and output on local disk"
         + (f"; {args.gpu_free} GiB left free per GPU" if args.gpu_free is not None else "")
-        + ".",
-        "",
-        line(*header),
-        "|" + "---|" * len(header),
-    ]
-    for r in rows:
-        if "timeout" in r:
-            same = {
-                x["method"]: x["seconds"]
-                for x in rows
-                if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
-            }
-            bound = ", ".join(
-                f"{m} > {r['timeout'] / t:.0f}x faster"
-                for m, t in same.items()
-                if m.startswith("tilelabel")
-            )  # (with several GPU counts, the last one's time)
-            where = (f"{r['size']}³", r["density"], r["method"], "")
-            lines.append(line(*where, f"> {r['timeout']:.0f} (stopped)", "", "", "", bound))
-            continue
-        if "seconds" not in r:
-            where = (f"{r['size']}³", r["density"], r["method"], "")
-            lines.append(line(*where, f"failed: {r['error'][:80]}"))
-            continue
-        same = [
-            x
-            for x in rows
-            if x["size"] == r["size"] and x["density"] == r["density"] and "seconds" in x
-        ]
-        # the same env and the same run on its cluster (--repeat)
-        same = [
-            x
-            for x in same
-            if x.get("env") == r.get("env") and x.get("repeat", 0) == r.get("repeat", 0)
-        ]
-        ref = {(x["method"], x.get("gpus", 0)): x["seconds"] for x in same}
-        gpus = r.get("gpus", 0)
-        copy_ref = ref.get(("copy-gpu", gpus) if gpus else ("copy", 0))
-        vs_copy = f"{copy_ref / r['seconds']:.2f}x" if copy_ref else ""
-        copies = [x["seconds"] for x in same if x["method"] in ("copy", "copy-gpu")]
-        vs_best = f"{min(copies) / r['seconds']:.2f}x" if copies else ""
-        di = ref.get(("dask-image", 0))
-        vs_di = f"{di / r['seconds']:.1f}x" if di else ""
-        name = r["method"] + (f" ({gpus} GPU{'s' if gpus > 1 else ''})" if gpus else "")
-        if r.get("cores"):
-            name += f" [{r['cores']} cores]"
-        if r.get("env"):
-            name += f" [{r['env']}]"
-        if args.repeat > 1:
-            name += f" run {r.get('repeat', 0) + 1}"
-        use = r.get("worker_usage")
-        cpu_s = use["user_s"] + use["system_s"] if use else None
-        cpu = f"{cpu_s:.1f} ({use['system_s']:.1f})" if use else ""
-        # host CPU seconds per 10^9 voxels: what a node's cores must supply per GPU's work
-        per_gvox = f"{cpu_s / (r['voxels'] / 1e9):.1f}" if use and r.get("voxels") else ""
-        lines.append(
-            line(
-                *(f"{r['size']}³", r["density"], name, r["workers"], f"{r['seconds']:.2f}"),
-                *(f"{r['gvox_s']:.3f}", vs_copy, vs_best, vs_di),
-                f"{r['peak_rss_per_worker'] / 2**30:.2f}",
-                f"{r['peak_gpu_per_worker'] / 2**30:.2f}",
-                *(f"{r['output_bytes'] / 2**20:.0f}", cpu, per_gvox),
-            )
-        )
-    if wrong:
-        lines += ["", "**Outputs disagree:**", *(f"- {w}" for w in wrong)]
-    table = "\n".join(lines)
-    (out_dir / "pipeline.md").write_text(table + "\n")
-    print(table)
+        + "."
+    )
+    try:
+        md = table(rows, args.repeat, wrong)
+    except Exception:  # the rows are saved whatever the table makes of them
+        traceback.print_exc()
+        md = "(no table: see the rows)"
+    print(head + "\n\n" + md)
+    notes = (
+        f"Storage chunks {args.storage_chunk}³, zarr v3 default codec (zstd); input and output on "
+        "local disk"
+        + (f"; {args.gpu_free} GiB left free per GPU" if args.gpu_free is not None else "")
+        + ". Each method on a fresh cluster of its own; peaks per worker process (host RSS, and "
+        "CuPy's pool on GPU workers); CPU seconds of all workers and their threads."
+    )
+    name = args.name or default_name(
+        "pipeline", device_tag(), args.sizes, "d" + "-".join(map(str, args.densities))
+    )
+    record(
+        out_dir,
+        name,
+        title="One cluster: zarr to zarr beside a zarr copy and dask-image",
+        rows=rows,
+        markdown=md,
+        args=args,
+        machine=meta,
+        notes=notes,
+    )
     if wrong:
         sys.exit(1)
 

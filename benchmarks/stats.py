@@ -15,7 +15,9 @@ Two parts, both on one random volume (YACCLAB-style density / granularity):
     python benchmarks/stats.py --backend cpu --shape 256,256,256 --chunks 128,128,128
     python benchmarks/stats.py --backend cuda --shape 1024,1024,1024 --chunks 512,512,512
 
-Prints a Markdown table per part (and writes JSON with ``--json``).
+Prints a Markdown table per part and writes ``NAME.json`` (``report.record``'s envelope) and
+``NAME.md`` to ``--out`` (default: $OUT or benchmarks/out); NAME: ``--name``, by default
+``stats_<machine>_<backend>_<shape>[_<parts>]``. ``--json PATH`` also writes the parts as before.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report import default_name, device_tag, record  # noqa: E402
 
 from tilelabel.connectivity import max_components  # noqa: E402
 from tilelabel.dtypes import label_dtype  # noqa: E402
@@ -121,7 +126,35 @@ def after_cupyx(labels, n: int, intensity) -> dict:
     return out
 
 
-def kernel_part(args, img: np.ndarray, intensity: np.ndarray) -> list[tuple[str, float]]:
+def kernel_table(rows: list[tuple[str, float]]) -> str:
+    """The kernel part's Markdown table: each step's seconds and their ratio to labeling's."""
+    t_label = dict(rows)["label"]
+    lines = ["| step | seconds | × label |", "|---|---|---|"]
+    lines += [f"| {name} | {t:.4f} | {t / t_label:.2f} |" for name, t in rows]
+    return "\n".join(lines)
+
+
+def pipeline_table(times: dict, cpu: dict, components: dict) -> str:
+    """The pipeline part's Markdown table: each variant's wall and CPU seconds (medians) and
+    their ratios to the plain run's."""
+    base = statistics.median(times["plain"])
+    cbase = statistics.median(cpu["plain"])
+    lines = [
+        "| run | components | wall s (median) | × plain | CPU s, workers + client (median)"
+        " | × plain |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, ts in times.items():
+        m, cm = statistics.median(ts), statistics.median(cpu[name])
+        lines.append(
+            f"| {name} | {components[name]:,} | {m:.2f} | {m / base:.3f} | {cm:.2f} | "
+            f"{cm / cbase:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def kernel_part(args, img: np.ndarray, intensity: np.ndarray) -> tuple[list, int]:
+    """(step, seconds) of every step, and the number of components."""
     be = get_backend(args.backend)
     dt = label_dtype(max_components(img.shape, 3**img.ndim - 1))
     if args.backend == "cuda":
@@ -172,10 +205,8 @@ def kernel_part(args, img: np.ndarray, intensity: np.ndarray) -> list[tuple[str,
             )
         )
     print(f"\n{n:,} components in {img.size:,} voxels ({args.backend})\n")
-    print("| step | seconds | × label |\n|---|---|---|")
-    for name, t in rows:
-        print(f"| {name} | {t:.4f} | {t / t_label:.2f} |")
-    return rows
+    print(kernel_table(rows))
+    return rows, int(n)
 
 
 def pipeline_part(args, img: np.ndarray, intensity: np.ndarray) -> dict[str, list[float]]:
@@ -235,24 +266,13 @@ def pipeline_part(args, img: np.ndarray, intensity: np.ndarray) -> dict[str, lis
                     if r:
                         times[name].append(dt)
                         cpu[name].append(c1 - c0)
-        base = statistics.median(times["plain"])
-        cbase = statistics.median(cpu["plain"])
         print(
             f"\nzarr -> zarr, {img.shape}, chunks {args.chunks}, {args.backend}, "
             f"{args.workers if args.backend == 'cpu' else 'all'} workers, "
             f"median of {args.pipeline_repeats}\n"
         )
-        print(
-            "| run | components | wall s (median) | × plain | CPU s, workers + client (median)"
-            " | × plain |\n|---|---|---|---|---|---|"
-        )
-        for name, ts in times.items():
-            m, cm = statistics.median(ts), statistics.median(cpu[name])
-            print(
-                f"| {name} | {kind[name]:,} | {m:.2f} | {m / base:.3f} | {cm:.2f} | "
-                f"{cm / cbase:.3f} |"
-            )
-        return {"wall": times, "cpu": cpu}
+        print(pipeline_table(times, cpu, kind))
+        return {"wall": times, "cpu": cpu, "components": kind}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -272,7 +292,9 @@ def main() -> None:
     p.add_argument("--parts", default="kernel,pipeline")
     p.add_argument("--skip-skimage", action="store_true")
     p.add_argument("--tmp", default=None, help="where the zarr stores go (default: system tmp)")
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default=None, help="also write the parts to this file, as before")
+    p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    p.add_argument("--name", help="file stem of the results (default: from the arguments)")
     args = p.parse_args()
     img = random_volume(args.shape, args.density, args.granularity, seed=1)
     intensity = np.random.default_rng(0).integers(0, 4096, args.shape).astype(np.uint16)
@@ -282,12 +304,65 @@ def main() -> None:
         f"shape {args.shape}, density {args.density}, granularity {args.granularity}"
     )
     out = {"args": {k: v for k, v in vars(args).items()}}
+    rows, md = [], []
     if "kernel" in args.parts:
-        out["kernel"] = kernel_part(args, img, intensity)
+        out["kernel"], n = kernel_part(args, img, intensity)
+        t_label = dict(out["kernel"])["label"]
+        rows += [
+            {"part": "kernel", "step": step, "seconds": t, "x_label": t / t_label}
+            for step, t in out["kernel"]
+        ]
+        md += [
+            f"One array in memory: {n:,} components in {img.size:,} voxels; median of "
+            f"{args.repeats} runs after a warm-up (the afterwards rows: one run):",
+            "",
+            kernel_table(out["kernel"]),
+            "",
+        ]
     if "pipeline" in args.parts:
-        out["pipeline"] = pipeline_part(args, img, intensity)
+        out["pipeline"] = part = pipeline_part(args, img, intensity)
+        for run, walls in part["wall"].items():
+            rows.append(
+                {
+                    "part": "pipeline",
+                    "run": run,
+                    "components": part["components"][run],
+                    "wall_s": walls,
+                    "cpu_s": part["cpu"][run],
+                    "wall_median_s": statistics.median(walls),
+                    "cpu_median_s": statistics.median(part["cpu"][run]),
+                }
+            )
+        workers = args.workers if args.backend == "cpu" else "all"
+        md += [
+            f"zarr to zarr on a local cluster ({workers} workers), processing chunks "
+            f"{args.chunks or 'tilelabel default'}; median of {args.pipeline_repeats} interleaved "
+            "rounds after a warm-up round:",
+            "",
+            pipeline_table(part["wall"], part["cpu"], part["components"]),
+        ]
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+    shape = "x".join(map(str, args.shape))
+    parts = "" if args.parts == "kernel,pipeline" else args.parts.split(",")
+    record(
+        args.out,
+        args.name or default_name("stats", device_tag(), args.backend, shape, parts),
+        title="Statistics kernels",
+        rows=rows,
+        markdown="\n".join(md),
+        args=args,
+        machine={
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+        },
+        notes=(
+            f"A random volume of shape {shape}, density {args.density}, granularity "
+            f"{args.granularity}; {args.backend} backend; seconds."
+        ),
+    )
 
 
 if __name__ == "__main__":

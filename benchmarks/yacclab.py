@@ -16,7 +16,9 @@ pass) against labeling then tilelabel's statistics kernel.
     python benchmarks/yacclab.py --quick            # a small grid (smoke test)
     python benchmarks/yacclab.py --table JSON       # the Markdown tables of a run's JSON
 
-Writes ``yacclab.json`` and ``yacclab.md`` to ``--out`` (default: $OUT or benchmarks/out).
+Writes ``NAME.json`` (``report.record``'s envelope, with the run's ``meta`` and ``stats`` rows
+beside) and ``NAME.md`` to ``--out`` (default: $OUT or benchmarks/out), again after every image;
+NAME: ``--name``, by default ``yacclab_<machine>[_quick|_smoke][_<only>]``.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from report import default_name, device_tag, record  # noqa: E402
+
 from tilelabel.connectivity import structure  # noqa: E402
-from tilelabel.kernels.gpu_ccl import make_run  # noqa: E402
+from tilelabel.kernels.cuda.ccl import make_labeling  # noqa: E402
 from tilelabel.kernels.registry import algorithms  # noqa: E402
 
 try:
@@ -81,7 +85,7 @@ def time_alg(img, conn: int, alg: str, reps: int) -> tuple[float, float, int]:
     pool = cp.get_default_memory_pool()
 
     def whole():
-        run = make_run(img, np.uint32, conn, alg)
+        run = make_labeling(img, np.uint32, conn, alg)
         for _, step in run.steps():
             step()
         run.count()
@@ -93,7 +97,7 @@ def time_alg(img, conn: int, alg: str, reps: int) -> tuple[float, float, int]:
     for _ in range(reps):
         pool.free_all_blocks()
         incl.append(_events(whole))
-        run = make_run(img, np.uint32, conn, alg)
+        run = make_labeling(img, np.uint32, conn, alg)
         steps = run.steps()
         steps[0][1]()  # alloc, outside the events
         cp.cuda.get_current_stream().synchronize()
@@ -111,9 +115,9 @@ def time_alg(img, conn: int, alg: str, reps: int) -> tuple[float, float, int]:
 
 def time_stats(img, reps: int) -> dict:
     """HA4's analysis against labeling then the statistics kernel (both uint32), ms."""
-    from tilelabel.kernels.gpu_ccl import label_device
-    from tilelabel.kernels.gpu_ha4 import label_analysis
-    from tilelabel.kernels.gpu_stats import label_stats_device
+    from tilelabel.kernels.cuda.ccl import label_device
+    from tilelabel.kernels.cuda.ha4 import label_analysis
+    from tilelabel.kernels.cuda.stats import label_stats_device
     from tilelabel.kernels.registry import DEFAULTS
 
     default = DEFAULTS[("cuda", 2, 4)]
@@ -163,7 +167,7 @@ def run_grid(grid, reps: int, log, budget: float, dump) -> tuple[list, list, lis
                     ref, rn = cupyx_label(img, cp.asarray(structure(nd, conn)))
                     t0 = time.perf_counter()
                     for alg in algorithms("cuda", nd, conn):
-                        run = make_run(img, np.uint32, conn, alg)
+                        run = make_labeling(img, np.uint32, conn, alg)
                         for _, step in run.steps():
                             step()
                         n = run.count()
@@ -300,6 +304,7 @@ def main() -> int:
     )
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     ap.add_argument("--table", default="", help="JSON: print the Markdown tables of a run")
+    ap.add_argument("--name", help="file stem of the results (default: from the arguments)")
     args = ap.parse_args()
     if args.table:
         print(tables(json.loads(Path(args.table).read_text())))
@@ -309,6 +314,18 @@ def main() -> int:
         grid = [s for s in grid if s[0] in args.only.split(",")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    run_name = args.name or default_name(
+        "yacclab",
+        device_tag(),
+        "smoke" if args.smoke else "quick" if args.quick else "",
+        args.only.split(",") if args.only else "",
+    )
+    notes = (
+        f"uint32 labels in scipy's numbering, input already on the device, CUDA events, median of "
+        f"{args.reps} runs; *alloc incl.*: from an empty CuPy pool (every buffer a `cudaMalloc`, "
+        "as YACCLAB's `PerformLabeling`), *alloc excl.*: the run's buffers made before the first "
+        "event. Every output is checked against `cupyx.scipy.ndimage.label`'s."
+    )
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     t0 = time.perf_counter()
@@ -323,13 +340,26 @@ def main() -> int:
             reps=args.reps, mismatches=bad, skipped=skipped, command=" ".join(sys.argv),
         )  # fmt: skip
         data = dict(meta=meta, rows=rows, stats=srows)
-        (out / "yacclab.json").write_text(json.dumps(data, indent=1))
+        try:
+            md = tables(data)
+        except Exception as e:  # the rows are saved whatever the tables make of them
+            md = f"(no tables: {e!r}; `python benchmarks/yacclab.py --table JSON`)"
+        record(
+            out,
+            run_name,
+            title="GPU algorithms side by side, YACCLAB's way",
+            rows=rows,
+            markdown=md,
+            args=args,
+            machine=dict(gpu=name, cupy=cp.__version__),
+            notes=notes,
+            extra=dict(meta=meta, stats=srows),
+        )
         return data
 
     data = dump(*run_grid(grid, args.reps, log, args.budget, dump))
     bad = data["meta"]["mismatches"]
     md = tables(data)
-    (out / "yacclab.md").write_text(md + "\n")
     print(md)
     return 1 if bad else 0
 
