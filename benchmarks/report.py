@@ -18,11 +18,11 @@ envelope, the same for every script::
 ``stats``), and ``<out>/<name>.md`` the section the document renders from it, so that a run's
 table can be read at once.
 
-The commit is that of the repository the script runs from. Where there is no git, or no
-``.git`` folder (a copy of the working tree on another machine), it is taken from the
-environment variable ``TILELABEL_COMMIT``, a short hash with ``-dirty`` appended where the tree
-had uncommitted changes; its value is what ``python benchmarks/report.py --commit`` prints in
-the repository::
+The commit is the environment variable ``TILELABEL_COMMIT`` where it is set (a copy of the
+working tree on another machine, whose ``.git`` may not be the tree's), else that of the
+repository the script runs from: a short hash with ``-dirty`` appended where the tree had
+uncommitted changes; its value is what ``python benchmarks/report.py --commit`` prints in the
+repository::
 
     TILELABEL_COMMIT=$(python benchmarks/report.py --commit)    # here, then on the other machine:
     TILELABEL_COMMIT=abc1234-dirty python benchmarks/kernels_gpu.py --only 3d1024
@@ -125,19 +125,20 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
 
 @functools.cache
 def commit() -> tuple[str, bool]:
-    """(short hash of HEAD, whether tracked files have uncommitted changes) of this repository;
-    from ``TILELABEL_COMMIT`` (``abc1234`` or ``abc1234-dirty``) where git or ``.git`` is
-    missing; ``("unknown", False)`` without either."""
+    """(short hash, whether tracked files had uncommitted changes) of the code that runs:
+    ``TILELABEL_COMMIT`` (``abc1234`` or ``abc1234-dirty``) where it is set, which a copy of the
+    working tree on another machine needs (its ``.git``, if any, may not be the tree's); else
+    this repository's HEAD; ``("unknown", False)`` without either."""
+    env = os.environ.get("TILELABEL_COMMIT", "").strip()
+    if env:
+        dirty = env.endswith("-dirty")
+        return env.removesuffix("-dirty"), dirty
     top = _run(["git", "rev-parse", "--show-toplevel"], ROOT)
     if top and Path(top).resolve() == ROOT:  # not an enclosing repository's
         head = _run(["git", "rev-parse", "--short", "HEAD"], ROOT)
         status = _run(["git", "status", "--porcelain", "--untracked-files=no"], ROOT)
         if head and status is not None:
             return head, bool(status)
-    env = os.environ.get("TILELABEL_COMMIT", "").strip()
-    if env:
-        dirty = env.endswith("-dirty")
-        return env.removesuffix("-dirty"), dirty
     return "unknown", False
 
 
@@ -211,8 +212,16 @@ def default_name(benchmark: str, *parts) -> str:
 
 def command(benchmark: str, argv: list[str] | None = None) -> str:
     """The command line that runs ``benchmark`` with ``argv`` (default: this process's), with
-    the settings of tilelabel and dask in the environment before it."""
+    the settings of tilelabel and dask in the environment before it; where the results go
+    (``--out``) is left out: it changes no figure."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    for i, a in enumerate(argv):
+        if a == "--out" and i + 1 < len(argv):
+            argv = argv[:i] + argv[i + 2 :]
+            break
+        if a.startswith("--out="):
+            argv = argv[:i] + argv[i + 1 :]
+            break
     env = [
         f"{k}={shlex.quote(v)}"
         for k, v in sorted(os.environ.items())
