@@ -216,11 +216,12 @@ def run_one(
 
 def table(rows: list[dict]) -> str:
     """One line per size: each method's wall seconds (median of its rounds), ratios to the
-    scripts, and a mark where a labeled output differs from the others."""
+    in-core script and the copy, and a mark where a labeled output differs from the others."""
     sizes = sorted({r["size"] for r in rows})
     present = [m for m in METHODS if any(r["method"] == m for r in rows)]
-    refs = ("cupyx", "copy")
-    head = "| size | " + " | ".join(present) + " | tilelabel / cupyx | tilelabel / copy |"
+    # the in-core script to compare with: cupyx where it ran (a GPU), else cc3d
+    refs = ("cupyx" if "cupyx" in present else "cc3d", "copy")
+    head = "| size | " + " | ".join(present) + f" | tilelabel / {refs[0]} | tilelabel / copy |"
     if "tilelabel-wrap" in present:
         refs += ("wrap",)
         head += " wrap / tilelabel |"

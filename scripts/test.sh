@@ -17,4 +17,5 @@ fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/lint-imports --no-cache
+.venv/bin/python benchmarks/report.py --check   # benchmarks/README.md is its results' document
 exec .venv/bin/python -m pytest "$@"

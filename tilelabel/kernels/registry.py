@@ -38,9 +38,8 @@ _MODULES = {
 
 #: Default algorithm per (backend, ndim, connectivity): block-based where blocks serve the
 #: connectivity (full connectivity); otherwise run-based union find (seg) on both backends, the
-#: fastest in the kernel benchmarks (benchmarks/README.md: on the CPU ahead of the pixel union
-#: find in all rows but one, 18-connectivity at d 0.05 g 1; on CUDA ahead of pixel Komura
-#: equivalence, ke, in every face-connectivity row).
+#: fastest at face connectivity in the kernel benchmarks (benchmarks/kernels_cpu.py and
+#: kernels_gpu.py: ahead of the pixel union find and of pixel Komura equivalence, ke).
 DEFAULTS: dict[tuple[str, int, int], str] = {
     ("cpu", 2, 4): "seg",
     ("cpu", 2, 8): "buf",

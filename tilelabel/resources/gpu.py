@@ -28,7 +28,7 @@ from tilelabel.storage import Created, raw_chunks, raw_codec
 TARGET_VOXELS = 512**3
 
 #: most worker threads a GPU gets by default: each may hold a chunk on the GPU, and past 8 they
-#: add GPU memory faster than speed (``benchmarks/README.md``, "Where one worker's time goes")
+#: add GPU memory faster than speed (``benchmarks/pipeline.py`` with ``--threads-per-worker``)
 THREADS_PER_GPU = 8
 
 #: GPU memory each worker thread should have: a 512^3 chunk needs about 2 GiB, a worker's CUDA

@@ -26,7 +26,8 @@ INPUT_BYTES_PER_CHUNK_VOXEL = 4
 #: thread, where the run has no more chunks than the cluster has worker threads (else none).
 #: Where each thread labels one chunk, keeping its labels adds nothing to a worker's peak, and the
 #: writing pass skips labeling those chunks again; where a thread labels several chunks, one
-#: chunk's labels more would raise its worker's peak for no gain (benchmarks/README.md).
+#: chunk's labels more would raise its worker's peak for no gain (``benchmarks/pipeline.py``
+#: reports each worker's peak).
 DEFAULT_LABEL_CHUNKS = 1
 
 
