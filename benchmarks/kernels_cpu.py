@@ -37,22 +37,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from report import default_name, device_tag, record  # noqa: E402
+from report import cpu_model, default_name, device_tag, record  # noqa: E402
 
 from tilelabel.connectivity import full_connectivity, structure  # noqa: E402
 from tilelabel.kernels.registry import algorithms, get_kernel  # noqa: E402
 from tilelabel.synth import random_volume  # noqa: E402
-
-
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (platform's guess elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def methods(algorithms: list[str], dtype: np.dtype, ndim: int, conn: int) -> dict:
