@@ -1,4 +1,4 @@
-"""The zarr run's former place, kept for scripts that call ``tilelabel.pipeline.run.label_zarr``:
+"""``tilelabel.pipeline.run.label_zarr``, the path that scripts call for a zarr run:
 the run is :mod:`tilelabel.workflow.run`. (An entry point: the one import from
 :mod:`tilelabel.pipeline` up into :mod:`tilelabel.workflow`.)"""
 
