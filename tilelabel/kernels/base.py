@@ -114,6 +114,11 @@ class Backend(Protocol):
 
     def to_host(self, arr: Any) -> np.ndarray: ...
 
+    def values_at(self, block: Any, flat: np.ndarray) -> np.ndarray:
+        """The values of a block (on the host or this backend's device) at the raster indices
+        ``flat``, as a host array."""
+        return np.asarray(block).reshape(-1)[flat]
+
     def arrays(self) -> contextlib.AbstractContextManager[Any]:
         """The array module of this backend's device (NumPy, CuPy), for work beside the
         kernels: while in use, a device's work runs on the calling thread's stream."""

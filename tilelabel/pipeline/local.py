@@ -204,10 +204,7 @@ def open_faces(
 def value_at(be: Backend, values: Any, flat: np.ndarray) -> np.ndarray:
     """The values at raster indices ``flat`` of a block (host or the backend's device), as a
     host array."""
-    if isinstance(values, np.ndarray):
-        return values.reshape(-1)[flat]
-    with be.arrays() as xp:  # a block on the backend's device
-        return be.to_host(values.reshape(-1)[xp.asarray(flat)])
+    return be.values_at(values, flat)
 
 
 def summarize(

@@ -81,16 +81,11 @@ def labels_again(
     return be, labels
 
 
-def lut_on_device(spec: LutSpec, *, labeler: Labeler, dtype: np.dtype) -> Any:
-    """The chunk's lookup table, built on the device that applies it. Built before the chunk's
-    labeling is queued there, its copies over wait for nothing."""
-    with get_backend(labeler.backend).arrays() as xp:
-        return build_lut(spec, dtype, xp)
-
-
 def relabel(block: np.ndarray, spec: LutSpec, *, labeler: Labeler, dtype: np.dtype) -> np.ndarray:
     """A chunk labeled again and mapped to its final labels (a host array of ``dtype``)."""
-    lut = lut_on_device(spec, labeler=labeler, dtype=dtype)
+    # on the host: its few array steps would each be a kernel to compile on a fresh GPU node,
+    # and the table (a few bytes a label) crosses the bus in one copy
+    lut = build_lut(spec, dtype)
     be, labels = labels_again(block, spec, labeler=labeler)
     return be.apply_lut(labels, lut)
 
@@ -116,7 +111,7 @@ def write_chunk(
     compressed storage chunks the target then stores as they are. While it runs, it counts as
     one of ``token``'s writes in flight (:func:`writes_in_flight`)."""
     with _writing(token):
-        lut = lut_on_device(spec, labeler=labeler, dtype=dtype)
+        lut = build_lut(spec, dtype)
         entry = None if slot is None else kept.take(slot)
         if entry is None:
             block = materialize(block, chunk.slices, labeler)

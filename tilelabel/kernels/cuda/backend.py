@@ -10,49 +10,24 @@ import time.
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import numpy as np
 
 from tilelabel.dtypes import unsigned_values
 from tilelabel.kernels.base import Backend
-from tilelabel.kernels.cuda import equivalence, ha4  # noqa: F401  (their algorithms register)
+from tilelabel.kernels.cuda import equivalence, ha4, ops  # noqa: F401  (their algorithms register)
 from tilelabel.kernels.cuda.ccl import label_device, renumber_kernels
 from tilelabel.kernels.cuda.compile import CTYPE
 from tilelabel.kernels.cuda.transfer import (
     device_id,
+    empty_pinned,
     foreground_device,
-    lut_take,
     on_thread_stream,
     thread_stream,
     upload,
 )
 
 __all__ = ["CUDABackend", "CUDADecoder", "CUDAEncoder", "device_memory"]
-
-
-@functools.cache
-def _bit_kernels():
-    import cupy as cp
-
-    # CuPy's own packbits indexes with int: these take chunks past 2^31 voxels. Bit order is
-    # numpy's (first voxel in the high bit), so host and device packs are interchangeable.
-    pack = cp.ElementwiseKernel(
-        "raw uint8 fg, int64 size",
-        "uint8 packed",
-        """unsigned char b = 0;
-        long long k = (long long)i * 8;
-        for (int j = 0; j < 8 && k + j < size; ++j) b |= (fg[k + j] != 0) << (7 - j);
-        packed = b;""",
-        "tilelabel_pack_bits",
-    )
-    unpack = cp.ElementwiseKernel(
-        "raw uint8 packed",
-        "uint8 fg",
-        "fg = (packed[i >> 3] >> (7 - (i & 7))) & 1;",
-        "tilelabel_unpack_bits",
-    )
-    return pack, unpack
 
 
 class CUDAEncoder:
@@ -78,7 +53,8 @@ class CUDAEncoder:
         from tilelabel.kernels.cuda import nvcomp
 
         if self.available(codec):
-            nvcomp.warm(lut_take(cp.ones((4, 4, 4), np.uint32), np.arange(2, dtype=np.uint32)))
+            ones = cp.asarray(np.ones((4, 4, 4), np.uint32))
+            nvcomp.warm(ops.lut_take(ones, np.arange(2, dtype=np.uint32)))
 
     @on_thread_stream
     def encode_tiles(self, labels, lut, tile, codec):
@@ -86,7 +62,7 @@ class CUDAEncoder:
 
         if not self.available(codec):
             raise ValueError(f"the cuda backend cannot encode {codec!r} here")
-        return nvcomp.zstd_tiles(lut_take(labels, lut), tuple(tile))
+        return nvcomp.zstd_tiles(ops.lut_take(labels, lut), tuple(tile))
 
 
 class CUDADecoder:
@@ -153,17 +129,11 @@ class CUDABackend(Backend):
 
     @on_thread_stream
     def pack(self, fg):
-        import cupy as cp
-
-        fg = cp.ascontiguousarray(fg)
-        out = cp.empty((fg.size + 7) // 8, np.uint8)
-        return _bit_kernels()[0](fg, np.int64(fg.size), out)
+        return ops.pack_bits(fg)
 
     @on_thread_stream
     def unpack(self, packed, shape):
-        import cupy as cp
-
-        return _bit_kernels()[1](packed, cp.empty(tuple(shape), np.uint8))
+        return ops.unpack_bits(packed, shape)
 
     @on_thread_stream
     def first_indices(self, labels, n):
@@ -175,7 +145,7 @@ class CUDABackend(Backend):
         if labels.dtype not in CTYPE:
             labels = labels.astype(np.uint64)
         fn = renumber_kernels(labels.dtype)[f"first_from_labels<{CTYPE[labels.dtype]}>"]
-        out = cp.full(n, np.iinfo(np.uint64).max, dtype=np.uint64)
+        out = ops.full(n, np.iinfo(np.uint64).max, np.uint64)
         grid = (min(-(-labels.size // 256), 1 << 20),)
         fn(grid, (256,), (labels, np.uint64(labels.size), out))
         return cp.asnumpy(out).astype(np.int64)
@@ -184,7 +154,15 @@ class CUDABackend(Backend):
     def to_host(self, arr):
         import cupy as cp
 
-        return cp.asnumpy(arr) if isinstance(arr, cp.ndarray) else np.asarray(arr)
+        if not isinstance(arr, cp.ndarray):
+            return np.asarray(arr)
+        return cp.asnumpy(arr if arr.flags.c_contiguous else ops.contiguous(arr))
+
+    @on_thread_stream
+    def values_at(self, block, flat):
+        if isinstance(block, np.ndarray):
+            return super().values_at(block, flat)
+        return self.to_host(ops.gather(block, flat))
 
     @contextlib.contextmanager
     def arrays(self):
@@ -197,14 +175,12 @@ class CUDABackend(Backend):
     def apply_lut(self, labels, lut, staging=False):
         import cupy as cp
 
-        out_d = lut_take(labels, lut)
+        out_d = ops.lut_take(labels, lut)
         if not staging:
             return cp.asnumpy(out_d)
         # page-locked memory from CuPy's pinned pool: the copy back runs at full bus speed
         # instead of through the driver's pageable staging
-        import cupyx
-
-        out = cupyx.empty_pinned(out_d.shape, out_d.dtype)
+        out = empty_pinned(out_d.shape, out_d.dtype)
         out_d.get(out=out)
         return out
 

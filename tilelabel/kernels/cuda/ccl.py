@@ -30,6 +30,7 @@ also yields each label's first voxel. A labeling compiles only the kernels it la
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -289,6 +290,22 @@ def kernel_names(
     for _, kernel, mark in spec(algorithm, value is not None).kernel_steps():
         family = KERNELS[kernel].family
         out[family] = (*out.get(family, ()), expression(kernel, ctype, values, mark))
+    return out
+
+
+def instantiations() -> dict[str, set[str]]:
+    """Every name expression a labeling of :data:`ALGORITHMS` or :data:`MULTILABEL` can launch,
+    by family: what ships compiled (:mod:`.shipped`)."""
+    out: dict[str, set[str]] = {}
+    for multilabel, table in ((False, ALGORITHMS), (True, MULTILABEL)):
+        values = tuple(VTYPE) if multilabel else (None,)
+        for name, alg in table.items():
+            for (ndim, conn), dtype, aligned, vec, value in itertools.product(
+                alg.connectivities, CTYPE, (False, True), (False, True), values
+            ):
+                names = kernel_names(name, ndim, conn, dtype, aligned, vec, value)
+                for family, exprs in names.items():
+                    out.setdefault(family, set()).update(exprs)
     return out
 
 

@@ -1,8 +1,9 @@
 // Types and helpers shared by every kernel family (block.cu, tile.cu, pixel.cu, renumber.cu).
 //
-// The sources are compiled at run time through cupy.RawModule (NVRTC), so no standard header is
-// included.  tilelabel.kernels.cuda.compile replaces each `#include "x.cuh"` line by the header's
-// text before compiling, so that CuPy's cache key covers every line compiled.
+// The sources ship compiled by nvcc (scripts/build_kernels.py) and are compiled at run time
+// through cupy.RawModule (NVRTC) where no shipped binary matches, so no standard header is
+// included.  tilelabel.kernels.cuda.compile replaces each `#include "x.cuh"` line by the
+// header's text first, so that a binary's digest and CuPy's cache key cover every line compiled.
 //
 // Every kernel is templated on the label type T (unsigned int or unsigned long long).  Voxel
 // indices are held in T and address arithmetic is done in 64 bits, so volumes past 2^31 and 2^32

@@ -29,6 +29,47 @@ from tilelabel.dtypes import UINT32_MAX
 from tilelabel.kernels.cuda.ccl import Other, OwnLabeling, _bool, _cdiv, _grid, add_other
 
 
+def _ole_kernels(t: str, connectivity: int) -> dict[str, str]:
+    """OLE's kernels by step, for label type ``t`` (C++)."""
+    return {
+        "init": f"uf_init<{t}>",
+        "scan": f"ole_scan<{t}, {connectivity}>",
+        "analysis": f"ole_analysis<{t}>",
+        "mark": f"uf_compress_mark<{t}, false, true>",
+        "final": f"uf_final<{t}>",
+    }
+
+
+def _be_kernels(t: str, is3d: bool) -> dict[str, str]:
+    """BE's kernels by step, for label type ``t`` (C++)."""
+    d3 = _bool(is3d)
+    return {
+        "init": f"be_init<{t}, {d3}>",
+        "scan": f"be_scan<{t}, {d3}>",
+        "analysis": f"ole_analysis<{t}>",
+        "key": f"be_key<{t}, {d3}>",
+        "mark": f"be_mark<{t}>",
+        "final": f"be_final<{t}, {d3}>",
+    }
+
+
+def instantiations() -> dict[str, set[str]]:
+    """Every name expression OLE and BE can launch, by family (:mod:`.shipped`)."""
+    from tilelabel.kernels.cuda.compile import CTYPE
+
+    out: dict[str, set[str]] = {"pixel": set(), "ole": set(), "be": set()}
+    for t in CTYPE.values():
+        for conn in (4, 8):
+            k = _ole_kernels(t, conn)
+            out["pixel"] |= {k["init"], k["mark"], k["final"]}
+            out["ole"] |= {k["scan"], k["analysis"]}
+        for is3d in (False, True):
+            k = _be_kernels(t, is3d)
+            out["ole"].add(k.pop("analysis"))
+            out["be"] |= set(k.values())
+    return out
+
+
 class _Iterative(OwnLabeling):
     """Scanning and Analysis repeated until a scan changes nothing."""
 
@@ -62,14 +103,7 @@ class OLELabeling(_Iterative):
     def __init__(self, image, dtype, connectivity: int, algorithm: str = "ole"):
         from tilelabel.kernels.cuda.compile import CTYPE
 
-        t = CTYPE[np.dtype(dtype)]
-        self.k = {
-            "init": f"uf_init<{t}>",
-            "scan": f"ole_scan<{t}, {connectivity}>",
-            "analysis": f"ole_analysis<{t}>",
-            "mark": f"uf_compress_mark<{t}, false, true>",
-            "final": f"uf_final<{t}>",
-        }
+        self.k = _ole_kernels(CTYPE[np.dtype(dtype)], connectivity)
         k = self.k
         names = {"pixel": (k["init"], k["mark"], k["final"]), "ole": (k["scan"], k["analysis"])}
         super().__init__(image, dtype, names)
@@ -114,16 +148,7 @@ class BELabeling(_Iterative):
     def __init__(self, image, dtype, connectivity: int, algorithm: str = "be"):
         from tilelabel.kernels.cuda.compile import CTYPE
 
-        t = CTYPE[np.dtype(dtype)]
-        d3 = _bool(image.ndim == 3)
-        self.k = {
-            "init": f"be_init<{t}, {d3}>",
-            "scan": f"be_scan<{t}, {d3}>",
-            "analysis": f"ole_analysis<{t}>",
-            "key": f"be_key<{t}, {d3}>",
-            "mark": f"be_mark<{t}>",
-            "final": f"be_final<{t}, {d3}>",
-        }
+        self.k = _be_kernels(CTYPE[np.dtype(dtype)], image.ndim == 3)
         k = self.k
         names = {
             "be": (k["init"], k["scan"], k["key"], k["mark"], k["final"]),

@@ -26,10 +26,23 @@ from __future__ import annotations
 import numpy as np
 
 from tilelabel.dtypes import UINT32_MAX, LabelOverflowError
+from tilelabel.kernels.cuda import ops
 from tilelabel.kernels.cuda.ccl import Other, OwnLabeling, _cdiv, add_other
 
 #: rows per strip (HA4_H in ha4.cu): the paper's block of 32 x 4 threads
 STRIP = 4
+
+
+def _kernels(t: str) -> dict[str, str]:
+    """HA4's kernels by step, for label type ``t`` (C++)."""
+    return {s: f"ha4_{s}<{t}>" for s in ("strip", "border", "mark", "relabel", "analysis")}
+
+
+def instantiations() -> dict[str, set[str]]:
+    """Every name expression HA4 can launch, by family (:mod:`.shipped`)."""
+    from tilelabel.kernels.cuda.compile import CTYPE
+
+    return {"ha4": {k for t in CTYPE.values() for k in _kernels(t).values()}}
 
 
 class HA4Labeling(OwnLabeling):
@@ -38,8 +51,7 @@ class HA4Labeling(OwnLabeling):
     def __init__(self, image, dtype, connectivity: int = 4, algorithm: str = "ha4"):
         from tilelabel.kernels.cuda.compile import CTYPE
 
-        t = CTYPE[np.dtype(dtype)]
-        self.k = {s: f"ha4_{s}<{t}>" for s in ("strip", "border", "mark", "relabel", "analysis")}
+        self.k = _kernels(CTYPE[np.dtype(dtype)])
         super().__init__(image, dtype, {"ha4": tuple(self.k.values())})
         self.hw = self.dims[1:]
         self.nstrips = _cdiv(self.H, STRIP)
@@ -90,8 +102,8 @@ class HA4Labeling(OwnLabeling):
         m = max(n, 1)
         count = cp.zeros(m, np.uint64)
         sums = cp.zeros((2, m), np.uint64)
-        lo_x = cp.full(m, np.iinfo(np.int32).max, np.int32)
-        hi = cp.full((2, m), -1, np.int32)
+        lo_x = ops.full(m, np.iinfo(np.int32).max, np.int32)
+        hi = ops.full((2, m), -1, np.int32)
         args = (self.img, self.L, self.bitmap, self.prefix, *self.hw, np.uint64(m))
         self.fn[self.k["analysis"]](*self.words, (*args, count, sums, lo_x, hi))
         self.features = (count[:n], sums[:, :n], lo_x[:n], hi[:, :n])

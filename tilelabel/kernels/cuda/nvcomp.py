@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from tilelabel.kernels.cuda.tiles import tile_slabs
+from tilelabel.kernels.cuda.tiles import tile_grid
+from tilelabel.kernels.cuda.transfer import empty_pinned
 
 #: the nvCOMP release whose batched calls this module makes
 _MAJOR = 6
@@ -206,6 +207,15 @@ def warm_decoder() -> None:
     decode_block("zstd", {(0,): frame}, (64,), (64,), np.uint8)
 
 
+#: the nonzero flags' kernel, reading 4 bytes at a time or one
+_NONZERO = {True: "tile_nonzero<unsigned int>", False: "tile_nonzero<unsigned char>"}
+
+
+def instantiations() -> dict[str, set[str]]:
+    """Every name expression the writing pass can launch (:mod:`.shipped`)."""
+    return {"tiles": set(_NONZERO.values())}
+
+
 def _nonzero(tiles):
     """``uint8`` flags, 1 where a tile of ``tiles`` (``(n, *tile)``, C-contiguous) is not all
     zero (``tiles.cu``)."""
@@ -219,7 +229,7 @@ def _nonzero(tiles):
         return flags
     whole = flat.shape[1] % 4 == 0 and flat.data.ptr % 4 == 0  # read 4 bytes at a time
     words = flat.view(np.uint32) if whole else flat
-    name = f"tile_nonzero<{'unsigned int' if whole else 'unsigned char'}>"
+    name = _NONZERO[whole]
     kernel = kernels("tiles", (name,))[name]
     kernel((len(flat),), (256,), (words, np.int64(words.shape[1]), flags))
     return flags
@@ -227,7 +237,7 @@ def _nonzero(tiles):
 
 def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memoryview]:
     """Each nonzero tile of the device array ``block`` as a zstd frame in host memory, keyed by
-    its tile index within the block (see :func:`tilelabel.kernels.cuda.tiles.tile_slabs`; all-zero
+    its tile index within the block (in C order of the tile grid, as zarr names chunks; all-zero
     tiles are left out). Runs on the current CuPy stream.
 
     All of a block's tiles go to nvCOMP in one batch: larger batches compress faster (one slab
@@ -236,30 +246,23 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     this returns.
     """
     import cupy as cp
-    import cupyx
+
+    from tilelabel.kernels.cuda import ops
 
     lib = _lib()
     stream = cp.cuda.get_current_stream()
-    slabs = list(tile_slabs(block, tile, cp, _nonzero))
-    if not slabs:
+    grid = tile_grid(tuple(block.shape), tuple(tile))
+    size = int(np.prod(tile)) * block.dtype.itemsize
+    # every tile in one gather, each at a 256-byte boundary (nvCOMP reads from 4-byte ones)
+    gathered = ops.tiles_gather(block, tile, _round_up(size) // block.dtype.itemsize)
+    flat = gathered.view(np.uint8)
+    nonzero = cp.asnumpy(_nonzero(flat))  # one copy back of every tile's flag
+    keep = np.flatnonzero(nonzero)
+    if not keep.size:
         return {}
-    # one copy back of every slab's flags, not one wait per slab
-    nonzero = cp.asnumpy(cp.concatenate([s[2] for s in slabs]))
-    indices, tiles, seen = [], [], 0
-    for slab_indices, slab, _ in slabs:
-        flat = slab.reshape(slab.shape[0], -1).view(np.uint8)
-        for k, idx in enumerate(slab_indices):
-            if nonzero[seen + k]:
-                indices.append(idx)
-                tiles.append(flat[k])
-        seen += len(slab_indices)
-    if not tiles:
-        return {}
-    n, size = len(tiles), tiles[0].size
-    if any(t.data.ptr % 4 for t in tiles):  # nvCOMP reads tiles from 4-byte boundaries
-        padded = cp.empty((n, _round_up(size)), np.uint8)
-        padded[:, :size] = cp.stack(tiles)
-        tiles = list(padded[:, :size])
+    indices = [tuple(int(i) for i in np.unravel_index(k, grid)) for k in keep]
+    tiles = [flat[k, :size] for k in keep.tolist()]
+    n = len(tiles)
     most, temp_bytes = _compress_sizes(n, size)
     opts = _CompressOpts()
     stride = _round_up(most)
@@ -267,7 +270,7 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     frames = cp.empty(n * stride, np.uint8)
     sources = _pointers(0, [t.data.ptr for t in tiles])
     targets = _pointers(frames.data.ptr, np.arange(n) * stride)
-    lengths = cp.full(n, size, np.uint64)
+    lengths = ops.full(n, size, np.uint64)
     sizes, statuses = cp.empty(n, np.uint64), cp.empty(n, np.int32)
     _check(
         lib.nvcompBatchedZstdCompressAsync(
@@ -280,11 +283,13 @@ def zstd_tiles(block: Any, tile: tuple[int, ...]) -> dict[tuple[int, ...], memor
     sizes, statuses = sizes.get(stream=stream), statuses.get(stream=stream)
     for k in np.flatnonzero(statuses)[:1]:
         _check(int(statuses[k]), f"zstd compression of tile {indices[k]}")
-    parts = [frames[k * stride : k * stride + int(sizes[k])] for k in range(n)]
-    joined = cp.concatenate(parts) if n > 1 else parts[0]
-    host = cupyx.empty_pinned(joined.shape, np.uint8)
+    offsets = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1].astype(np.int64), out=offsets[1:])
+    total = int(offsets[-1] + sizes[-1])
+    joined = ops.pack_frames(frames, stride, cp.asarray(sizes), offsets, total)
+    host = empty_pinned(joined.shape, np.uint8)
     joined.get(stream=stream, out=host)
-    del temp, frames, parts, joined
+    del temp, frames, joined, gathered
     stream.synchronize()
     view = memoryview(host)
     out: dict[tuple[int, ...], memoryview] = {}
@@ -311,7 +316,8 @@ def decode_block(
     The frames go over in one copy and nvCOMP decodes them in one batch; a frame that does
     not decode to a whole tile raises a ValueError."""
     import cupy as cp
-    import cupyx
+
+    from tilelabel.kernels.cuda import ops
 
     lib, (name, head, tail) = _lib(), DECODERS[codec]
     dtype = np.dtype(dtype)
@@ -325,7 +331,7 @@ def decode_block(
     n, lengths = len(frames), np.array([f.size for f in frames], np.uint64)
     starts = np.zeros(n, np.int64)
     starts[1:] = np.cumsum([_round_up(f.size) for f in frames[:-1]])
-    host = cupyx.empty_pinned(int(starts[-1]) + frames[-1].size, np.uint8)
+    host = empty_pinned(int(starts[-1]) + frames[-1].size, np.uint8)
     for frame, start in zip(frames, starts.tolist(), strict=True):
         host[start : start + frame.size] = frame
     packed = cp.empty(host.shape, np.uint8)
@@ -337,7 +343,7 @@ def decode_block(
     decoded = cp.empty((n, stride), np.uint8)
     sources = _pointers(packed.data.ptr, starts)
     targets = _pointers(decoded.data.ptr, np.arange(n) * stride)
-    room, got = cp.full(n, want, np.uint64), cp.empty(n, np.uint64)
+    room, got = ops.full(n, want, np.uint64), cp.empty(n, np.uint64)
     statuses, compressed = cp.empty(n, np.int32), cp.asarray(lengths)
     _check(
         getattr(lib, f"nvcompBatched{name}DecompressAsync")(
@@ -352,12 +358,9 @@ def decode_block(
     for k in np.flatnonzero(statuses | (got != want))[:1]:
         held = f"{got[k]} bytes" if not statuses[k] else f"more, or is not {codec}"
         raise ValueError(f"a {codec} frame of tile {idxs[k]} holds {held}, not {want} bytes")
-    for k, idx in enumerate(idxs):
-        where = tuple(
-            slice(i * t, min((i + 1) * t, m)) for i, t, m in zip(idx, tile, shape, strict=True)
-        )
-        inside = tuple(slice(0, w.stop - w.start) for w in where)
-        out[where] = decoded[k, :want].view(dtype).reshape(tile)[inside]
+    grid = tile_grid(tuple(shape), tuple(tile))
+    index = np.ravel_multi_index(tuple(np.array(idxs, np.int64).T), grid)
+    ops.tiles_scatter(decoded.view(dtype), index, out, tile)
     # the frames and the scratch go back to CuPy's pool once the stream has used them (and
     # the page-locked frames to CuPy's pinned pool only once their copy is done)
     del temp, decoded, packed

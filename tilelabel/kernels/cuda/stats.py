@@ -10,10 +10,12 @@ imported only when a kernel runs.
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 
 from tilelabel.kernels.cpu.stats import empty_stats, to_global
+from tilelabel.kernels.cuda import ops
 from tilelabel.kernels.cuda.compile import CTYPE, kernels
 
 _VALUE = {
@@ -31,10 +33,23 @@ _VALUE = {
 _SIGN = np.uint64(1 << 63)
 
 
-def _kernel(t: str, v: str, has_i: bool, has_m: bool):
+def _name(t: str, v: str, has_i: bool, has_m: bool) -> str:
     flags = ", ".join("true" if f else "false" for f in (has_i, has_m))
-    name = f"label_stats<{t}, {v}, {flags}>"
+    return f"label_stats<{t}, {v}, {flags}>"
+
+
+def _kernel(t: str, v: str, has_i: bool, has_m: bool):
+    name = _name(t, v, has_i, has_m)
     return kernels("stats", (name,))[name]
+
+
+def instantiations() -> dict[str, set[str]]:
+    """Every name expression the statistics can launch (:mod:`.shipped`): without an intensity
+    image the value type is ``unsigned char``."""
+    names = {_name(t, "unsigned char", False, m) for t in CTYPE.values() for m in (False, True)}
+    for t, v, m in itertools.product(CTYPE.values(), _VALUE.values(), (False, True)):
+        names.add(_name(t, v, True, m))
+    return {"stats": names}
 
 
 @functools.cache
@@ -96,11 +111,11 @@ def label_stats_device(
 
     count = cp.zeros(n, np.uint64)
     csum = cp.zeros((3, n), np.int64)
-    lo = cp.full((3, n), np.iinfo(np.int32).max, np.int32)
-    hi = cp.full((3, n), -1, np.int32)
+    lo = ops.full((3, n), np.iinfo(np.int32).max, np.int32)
+    hi = ops.full((3, n), -1, np.int32)
     if has_i:
         isum = cp.zeros(n, np.float64)
-        imin = cp.full(n, np.iinfo(np.uint64).max, np.uint64)
+        imin = ops.full(n, np.iinfo(np.uint64).max, np.uint64)
         imax = cp.zeros(n, np.uint64)
         vname = _VALUE[np.dtype(V.dtype)]
     else:
@@ -129,7 +144,7 @@ def label_stats_device(
         out["imax"] = _decode(cp.asnumpy(imax)).reshape(n, 1)
     if moments:
         # 2D labels lie in plane z = 0: their pairs are the (y, x) ones
-        pick = [3, 4, 5] if ndim == 2 else list(range(6))
+        pick = slice(3, 6) if ndim == 2 else slice(0, 6)  # a slice: no kernel to compile
         out["m2"] = np.ascontiguousarray(cp.asnumpy(m2[pick]).T)
         if has_i:
             out["isq"] = cp.asnumpy(isq).reshape(n, 1)

@@ -31,15 +31,24 @@ def upload(block) -> Any:
 
     if isinstance(block, cp.ndarray) or block.nbytes < _PINNED_FROM:
         return cp.asarray(block)
-    import cupyx
-
-    staged = cupyx.empty_pinned(block.shape, block.dtype)
+    staged = empty_pinned(block.shape, block.dtype)
     np.copyto(staged, block)
     out = cp.empty(block.shape, block.dtype)
     out.set(staged)
     # CuPy's pinned pool takes ``staged`` back when it is dropped, whatever the stream is doing
     cp.cuda.get_current_stream().synchronize()
     return out
+
+
+def empty_pinned(shape, dtype) -> np.ndarray:
+    """``cupyx.empty_pinned`` without importing cupyx (a quarter of a second on a run's path):
+    a host array in page-locked memory from CuPy's pinned pool, back there when dropped."""
+    import cupy as cp
+
+    dtype, shape = np.dtype(dtype), tuple(int(s) for s in np.atleast_1d(shape))
+    count = int(np.prod(shape, dtype=np.int64))
+    memory = cp.cuda.alloc_pinned_memory(max(count * dtype.itemsize, 1))
+    return np.frombuffer(memory, dtype, count).reshape(shape)
 
 
 def foreground_device(block) -> Any:
@@ -51,7 +60,9 @@ def foreground_device(block) -> Any:
         return cp.ascontiguousarray(a).view(np.uint8)
     if a.dtype == np.uint8:
         return cp.ascontiguousarray(a)  # the kernels read any nonzero byte as foreground
-    return (a != 0).view(np.uint8)
+    from tilelabel.kernels.cuda import ops
+
+    return ops.nonzero(a)
 
 
 _local = threading.local()
@@ -86,13 +97,6 @@ def on_thread_stream(method):
             return method(*args, **kwargs)
 
     return run
-
-
-def lut_take(labels, lut):
-    """``lut[labels]`` on the device (a host ``lut`` is copied over)."""
-    import cupy as cp
-
-    return cp.take(cp.asarray(lut), cp.asarray(labels))
 
 
 def device_id() -> str:
