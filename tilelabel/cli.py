@@ -129,9 +129,20 @@ def _label(args: argparse.Namespace) -> int:
 
         serve_unless_client(options.cluster)
     progress = not args.quiet and sys.stderr.isatty()
+    log = logging.getLogger("tilelabel")
+    log.info("importing: %.2f s from the interpreter's start to the run's", _since_start())
     result = label_zarr(options, progress=progress)
     print(f"tilelabel: {result.summary()}")
     return 0
+
+
+def _since_start() -> float:
+    """Seconds since this process began (its interpreter's start and imports, before a run)."""
+    import time
+
+    import psutil
+
+    return time.time() - psutil.Process().create_time()
 
 
 def _synth(args: argparse.Namespace) -> int:

@@ -304,7 +304,16 @@ def test_result_reports_every_phase_in_order(tmp_path, client):
     res = tilelabel.label_zarr(
         src, str(tmp_path / "out.zarr"), client=client, chunks=(8, 8, 8), return_result=True
     )
-    assert list(res.phases) == ["starting", "labeling", "merging", "writing"]
+    assert list(res.phases) == [
+        "opening",
+        "starting",
+        "planning",
+        "submitting",
+        "labeling",
+        "merging",
+        "writing",
+        "finishing",
+    ]
     assert all(v >= 0 for v in res.phases.values())
     # the phases follow each other inside the run; what is left is closing and the statistics
     assert sum(res.phases.values()) <= res.seconds

@@ -48,6 +48,7 @@ def finish(
             frame=stats is True,
             raster=run.stats.order == "raster",
         )
+    run.lap("finishing")  # marked complete, the table written
     result = Result(
         components=count,
         voxels=int(np.prod(run.volume.shape)),
@@ -58,7 +59,6 @@ def finish(
         phases=run.phases,
     )
     log.info("phases: %s", ", ".join(f"{k} {v:.2f} s" for k, v in run.phases.items()))
-    log.debug("%s", result.summary())
     return result
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def label(run: Run, ex: Executor, graph: MergeGraph) -> Submitted:
     """Submit the labeling pass and, behind it, the merge; wait for every chunk's summary."""
     submitted = ex.start(graph)
-    run.lap("starting")  # opening, planning, building and submitting the graph
+    run.lap("submitting")
     try:
         ex.wait(submitted.counts, "labeling", run.progress)
     except BaseException:

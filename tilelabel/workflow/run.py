@@ -48,10 +48,13 @@ def label_zarr(
         return complete_already(run)
     try:
         run.output.take()  # the last check of phase 0: the output's lease
+        run.lap("opening")
         with open_executor(run) as ex:
             run = settle_backend(run, ex)
+            run.lap("starting")  # this process's threads or a cluster, and the backend there
             run_plan = plan_run(run, ex)  # 1. plan
             graph = build_graph(run, run_plan)  # the tasks of the pipeline's steps 2 to 5
+            run.lap("planning")
             with kept_between_passes(ex, graph):
                 submitted = label(run, ex, graph)  # 2. label, with 3-5 submitted behind it
                 with cancelled_on_failure(ex, submitted):

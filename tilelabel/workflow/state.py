@@ -98,9 +98,11 @@ class Result:
     backend: str
     #: the statistics table (``stats=True``)
     table: Any = None
-    #: wall seconds of each phase, from the client: ``starting`` until the labeling pass is
-    #: submitted (opening, planning, the graph), ``labeling`` until every chunk's summary is
-    #: done, ``merging`` until the component count is known, ``writing`` until the last write
+    #: wall seconds of each phase, from the client: ``opening`` the input and output,
+    #: ``starting`` this process's threads or a cluster, ``planning`` the chunks and the graph,
+    #: ``submitting`` it, ``labeling`` until every chunk's summary is done, ``merging`` until
+    #: the component count is known, ``writing`` until the last write, ``finishing`` (the
+    #: output marked complete, the statistics table written)
     phases: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
