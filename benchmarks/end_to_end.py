@@ -3,9 +3,11 @@
 Every method is one fresh process, timed from its start to its exit (imports, cluster start and
 teardown, compilation included), on the same input, in one run:
 
-- ``tilelabel``: ``tilelabel label IN OUT`` with the default settings (compile caches warm: an
-  untimed run of the same size fills them);
-- ``tilelabel-cold``: the same with empty CuPy and numba caches (a fresh machine or install);
+- ``tilelabel-first``: ``tilelabel label IN OUT`` before any other run of that size, the
+  machine's first labeling when it is the first size: on a newly started machine every cache
+  that tilelabel, CuPy, numba and the CUDA driver keep is empty (``caches_at_start`` in the
+  results says what the cache folders held when the benchmark began);
+- ``tilelabel``: the same, warm (an untimed run of the same size comes first);
 - ``tilelabel-processes``: the same on a local cluster, as a run whose volume does not fit one
   process gets (``--workers 1``: a worker on the GPU, on a GPU; ``--workers CORES`` on the CPU
   backend);
@@ -27,6 +29,11 @@ identical (a digest of its decoded chunks); a mismatch is printed and marked in 
 
     python benchmarks/end_to_end.py --sizes 64 256 1024 2048 --out DIR
     python benchmarks/end_to_end.py --sizes 64 --methods tilelabel scipy copy --repeat 3
+    python benchmarks/end_to_end.py --sizes 1024 --first --flags="--stats {work}/st.parquet"
+
+Bytecode is compiled first (``compileall``), as pip leaves an install, for first and warm runs
+alike. ``--flags``: more options of every ``tilelabel label`` run (``{work}``: the folder of the
+volumes).
 
 Writes ``NAME.json`` (``report.record``'s envelope) and ``NAME.md`` to DIR (default: $OUT or
 benchmarks/out); NAME: ``--name``, by default ``end_to_end_<machine>_<sizes>`` (``_cpu`` after
@@ -50,8 +57,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELED = (
+    "tilelabel-first",
     "tilelabel",
-    "tilelabel-cold",
     "tilelabel-processes",
     "notebook",
     "notebook-preload",
@@ -156,6 +163,21 @@ def digest(url: str) -> str:
     return hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest()
 
 
+def caches_at_start() -> dict[str, int]:
+    """Files in each cache folder that a first run fills: CuPy's kernels, the CUDA driver's
+    JIT cache, numba's cache of tilelabel's functions (0 on a newly started machine)."""
+    folders = {
+        "cupy": os.environ.get("CUPY_CACHE_DIR", "~/.cupy/kernel_cache"),
+        "cuda_driver": os.environ.get("CUDA_CACHE_PATH", "~/.nv/ComputeCache"),
+        "numba": os.environ.get("NUMBA_CACHE_DIR", str(ROOT / "tilelabel")),
+    }
+    out = {}
+    for name, folder in folders.items():
+        files = Path(folder).expanduser().rglob("*.nbi" if name == "numba" else "*")
+        out[name] = sum(1 for f in files if f.is_file())
+    return out
+
+
 def command(
     method: str, src: str, dst: str, backend: str, cores: int, flags: tuple[str, ...] = ()
 ) -> list[str]:
@@ -179,16 +201,11 @@ def run_one(
     dst: str,
     backend: str,
     cores: int,
-    caches: Path,
     label: str = "",
     flags: tuple[str, ...] = (),
 ) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    if method == "tilelabel-cold":  # empty compile caches: CuPy's kernels, numba's functions
-        shutil.rmtree(caches, ignore_errors=True)
-        env["CUPY_CACHE_DIR"] = str(caches / "cupy")
-        env["NUMBA_CACHE_DIR"] = str(caches / "numba")
     shutil.rmtree(dst, ignore_errors=True)
     t = time.perf_counter()
     proc = subprocess.run(
@@ -219,9 +236,14 @@ def table(rows: list[dict]) -> str:
     in-core script and the copy, and a mark where a labeled output differs from the others."""
     sizes = sorted({r["size"] for r in rows})
     present = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    order = [*LABELED, "tilelabel-wrap", "copy"]
+    present.sort(key=order.index)
     # the in-core script to compare with: cupyx where it ran (a GPU), else cc3d
     refs = ("cupyx" if "cupyx" in present else "cc3d", "copy")
     head = "| size | " + " | ".join(present) + f" | tilelabel / {refs[0]} | tilelabel / copy |"
+    if "tilelabel-first" in present:
+        refs += ("first",)
+        head += " first / warm |"
     if "tilelabel-wrap" in present:
         refs += ("wrap",)
         head += " wrap / tilelabel |"
@@ -247,6 +269,9 @@ def table(rows: list[dict]) -> str:
             f"{med['tilelabel'] / med[ref]:.2f}×" if "tilelabel" in med and ref in med else "-"
             for ref in refs[:2]
         ]
+        if "tilelabel-first" in present:
+            both = "tilelabel" in med and "tilelabel-first" in med
+            ratio.append(f"{med['tilelabel-first'] / med['tilelabel']:.2f}×" if both else "-")
         if "wrap" in refs:
             both = "tilelabel" in med and "tilelabel-wrap" in med
             ratio.append(f"{med['tilelabel-wrap'] / med['tilelabel']:.3f}×" if both else "-")
@@ -266,6 +291,10 @@ def main(argv: list[str] | None = None) -> None:
         "--label-chunks", metavar="Z,Y,X", help="processing chunks of the tilelabel methods"
     )
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument(
+        "--first", action="store_true", help="time each size's first run before the others"
+    )
+    p.add_argument("--flags", default="", help="more options of the tilelabel label runs")
     p.add_argument("--work", help="folder for the volumes (default: a temporary one)")
     p.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "benchmarks" / "out")))
     p.add_argument("--name", help="file stem of the results (default: from the arguments)")
@@ -289,6 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     from tilelabel.kernels.backends import resolve_backend
     from tilelabel.synth import write_random_zarr
 
+    if args.first and args.backend == "auto":
+        p.error("--first takes --backend cpu or cuda: finding out would touch the GPU first")
     backend = resolve_backend(args.backend)
     methods = args.methods or [m for m in METHODS if backend == "cuda" or m != "cupyx"]
     cores = usable_cores()
@@ -300,12 +331,11 @@ def main(argv: list[str] | None = None) -> None:
         "backend": backend,
         "python": sys.version.split()[0],
     }
-    if backend == "cuda":
-        import cupy as cp
-
-        machine["gpu"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     print(json.dumps(machine), flush=True)
+    machine["caches_at_start"] = caches_at_start()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tilelabel")], check=True)
     flags = ("--chunks", args.label_chunks) if args.label_chunks else ()
+    flags += tuple(args.flags.format(work=work).split())
     rows = []
     try:
         for size in args.sizes:
@@ -316,20 +346,28 @@ def main(argv: list[str] | None = None) -> None:
                     src, (size,) * 3, (min(size, args.chunks),) * 3, args.density, 1, 1
                 )
                 print(f"{size}^3: input written in {time.perf_counter() - t:.1f} s", flush=True)
+            if args.first:  # before anything else labels this size
+                dst = str(work / "out-first.zarr")
+                row = run_one("tilelabel-first", src, dst, backend, cores, flags=flags)
+                rows.append({"size": size, **row})
             if any(m.startswith("tilelabel") for m in methods):
                 # untimed: fills the default compile caches with what a run of this size uses
                 warm = str(work / "warm.zarr")
-                run_one("tilelabel", src, warm, backend, cores, work, "(warm-up)", flags)
+                run_one("tilelabel", src, warm, backend, cores, "(warm-up)", flags)
             for _ in range(args.repeat):
                 for m in methods:
                     dst = str(work / f"out-{m}.zarr")
-                    row = run_one(m, src, dst, backend, cores, work / "caches", flags=flags)
+                    row = run_one(m, src, dst, backend, cores, flags=flags)
                     rows.append({"size": size, **row})
             for m in methods:
                 shutil.rmtree(work / f"out-{m}.zarr", ignore_errors=True)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
+    if backend == "cuda":  # after the runs: the first of them finds the GPU untouched
+        import cupy as cp
+
+        machine["gpu"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     md = table(rows)
     print(md)
     tag = device_tag()
