@@ -41,7 +41,7 @@ def upload(block) -> Any:
 
 
 def empty_pinned(shape, dtype) -> np.ndarray:
-    """``cupyx.empty_pinned`` without importing cupyx (a quarter of a second on a run's path):
+    """``cupyx.empty_pinned`` without importing cupyx, which imports its scipy and linalg too:
     a host array in page-locked memory from CuPy's pinned pool, back there when dropped."""
     import cupy as cp
 
