@@ -18,18 +18,8 @@ from tilelabel.kernels.cpu.stats import empty_stats, to_global
 from tilelabel.kernels.cuda import ops
 from tilelabel.kernels.cuda.compile import CTYPE, kernels
 
-_VALUE = {
-    np.dtype(np.uint8): "unsigned char",
-    np.dtype(np.int8): "signed char",
-    np.dtype(np.uint16): "unsigned short",
-    np.dtype(np.int16): "short",
-    np.dtype(np.uint32): "unsigned int",
-    np.dtype(np.int32): "int",
-    np.dtype(np.uint64): "unsigned long long",
-    np.dtype(np.int64): "long long",
-    np.dtype(np.float32): "float",
-    np.dtype(np.float64): "double",
-}
+#: the intensity types the kernel reads (a bool image is read as its uint8 view)
+_VALUE = {dtype: c for dtype, c in ops.VALUE.items() if dtype != np.bool_}
 _SIGN = np.uint64(1 << 63)
 
 
