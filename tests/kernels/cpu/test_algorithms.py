@@ -203,11 +203,10 @@ def test_one_specialisation_per_label_dtype():
         for shape in [(5,) * ndim, (1,) * (ndim - 1) + (7,), tuple(range(3, 3 + ndim))]:
             for dtype in DTYPES:
                 get_kernel("cpu", ndim, conn, alg)(random_volume(shape, 0.5, 1, seed=2), dtype)
+    # the scans: one for BUF and one for BKE per label dtype
+    for fn in (cpu_block._scan3, cpu_block._scan2):
+        assert 1 <= len(fn.signatures) <= 2 * len(DTYPES), (fn.py_func.__name__, fn.signatures)
     dispatchers = [
-        cpu_block.buf3_scan,
-        cpu_block.bke3_init,
-        cpu_block.buf2_scan,
-        cpu_block.bke2_init,
         cpu_block.bke_reduce,
         cpu_block.flatten,
         cpu_block.final_labeling,

@@ -78,18 +78,23 @@ def _run(
     return labels, n
 
 
+# Each ``_*_into(...)`` gives ``label_into(img, L, dims) -> n``. The numba passes take every
+# array from it: an array that numba allocates is code that it compiles on a first run.
+
+
 def _finish_blocks(img: np.ndarray, L: np.ndarray, dims: tuple[int, int, int]) -> int:
     ntrees = _blk.flatten(L, *dims)
-    return _blk.final_labeling(img, L, *dims, ntrees)
+    return _blk.final_labeling(img, L, *dims, ntrees, *_blk.final_buffers(dims, ntrees, L.dtype))
 
 
 def _buf_into(ndim: int):
     def label_into(img, L, dims):
         off = _blk.forward_offsets(dims, ndim)
+        bufs = _blk.scratch(dims, ndim)
         if ndim == 3:
-            _blk.buf3_scan(img, L, *dims, _blk.T3, off)
+            _blk.buf3_scan(img, L, *dims, _blk.T3, off, *bufs)
         else:
-            _blk.buf2_scan(img, L, dims[1], dims[2], _blk.T2, off)
+            _blk.buf2_scan(img, L, dims[1], dims[2], _blk.T2, off, *bufs)
         return _finish_blocks(img, L, dims)
 
     return label_into
@@ -98,11 +103,12 @@ def _buf_into(ndim: int):
 def _bke_into(ndim: int):
     def label_into(img, L, dims):
         off = _blk.forward_offsets(dims, ndim)
+        bufs = _blk.scratch(dims, ndim)
         pending = np.empty(((dims[0] + 1) // 2) * ((dims[1] + 1) // 2), np.uint8)
         if ndim == 3:
-            last = _blk.bke3_init(img, L, *dims, _blk.T3, off, pending)
+            last = _blk.bke3_init(img, L, *dims, _blk.T3, off, pending, *bufs)
         else:
-            last = _blk.bke2_init(img, L, dims[1], dims[2], _blk.T2, off, pending)
+            last = _blk.bke2_init(img, L, dims[1], dims[2], _blk.T2, off, pending, *bufs)
         _blk.bke_reduce(L, *dims, off, last, pending)
         return _finish_blocks(img, L, dims)
 
@@ -125,9 +131,10 @@ def _seg_into(ndim: int, connectivity: int):
     def label_into(img, L, dims):
         nz, ny, nx = dims
         rows = np.empty((nz * ny, (nx + 63) // 64), np.uint64)
-        _runs.pack(img, img[: img.size // 8 * 8].view(np.uint64), nz * ny, nx, rows)
+        flat = np.zeros((img.size + 63) // 64 + 1, np.uint64)
+        _runs.pack(img, img[: img.size // 8 * 8].view(np.uint64), nz * ny, nx, rows, flat)
         _runs.unite(rows, L, nz, ny, nx, dirs)
-        return _runs.write_labels(rows, L, nz * ny, nx)
+        return _runs.write_labels(rows, L, nz * ny, nx, np.zeros(66, np.int64))
 
     return label_into
 
@@ -143,7 +150,8 @@ def _ml_into(ndim: int, connectivity: int):
         values = np.empty(L.size + 1, img.dtype)  # one more: the scan reads past the last run
         first = np.empty(nz * ny, np.uint64)
         changes = np.zeros(-(-nx // 8) * 8, np.uint8)
-        runs = _ml.ml_scan(img, forest, ends, values, first, *dims, dirs, changes)
+        view = changes.view(np.uint64)
+        runs = _ml.ml_scan(img, forest, ends, values, first, *dims, dirs, changes, view)
         n = _ml.ml_number(forest, values, runs)
         _ml.ml_fill(img, L, forest, nz * ny, nx)
         return n
@@ -169,6 +177,7 @@ def _make(ndim: int, connectivity: int, algorithm: str, label_into, multilabel=F
         f"CPU {algorithm.upper()} labeling of a {ndim}D {image} image under "
         f"{connectivity}-connectivity; returns (labels of ``dtype``, number of labels)."
     )
+
     register("cpu", ndim, connectivity, algorithm, multilabel)(kernel)
     globals()[kernel.__name__] = kernel
 

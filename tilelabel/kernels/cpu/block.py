@@ -17,9 +17,9 @@ Differences from the GPU formulation, all because one thread runs the blocks in 
   lookup ``T[mask_X, direction] & mask_N`` instead of re-reading the neighbour's voxels. ``T`` is
   built from the paper's bitsets (``0x777`` in 2D, ``0x77707770777`` in 3D).
 - A connection of X that an earlier neighbour W, U or P (left, above, below-plane) connected to X
-  already implies needs no union of its own (see ``_skip3``); BUF unites the rest at once, BKE
-  links to the first connected neighbour and lists the rest in its information integer, and its
-  reduction skips block rows whose blocks list nothing.
+  already implies needs no union of its own (``_W3_MASK`` and the others); BUF unites the rest at
+  once, BKE links to the first connected neighbour and lists the rest in its information integer,
+  and its reduction skips block rows whose blocks list nothing.
 - Background blocks get a sentinel entry (the voxel count, never a valid index), which is how the
   later passes skip them.
 - Compression is one forward pass (:func:`flatten`) that also gives every tree a dense id, and the
@@ -60,20 +60,19 @@ def connection_table(ndim: int) -> np.ndarray:
     base = BITSET_3D if ndim == 3 else BITSET_2D
     weights = [16, 4, 1][3 - ndim :]
     voxels = _voxels(ndim)
-    table = np.zeros((2 ** len(voxels), 16), np.uint8)
-    for m in range(2 ** len(voxels)):
-        bs = 0
+    one = np.uint64(1)
+    masks = np.arange(2 ** len(voxels), dtype=np.uint64)  # every mask at once (at import time)
+    bs = np.zeros(masks.size, np.uint64)
+    for k, v in enumerate(voxels):
+        shift = sum(c * w for c, w in zip(v, weights, strict=True))
+        bs |= ((masks >> np.uint64(k)) & one) * np.uint64(base << shift)
+    table = np.zeros((masks.size, 16), np.uint8)
+    for d, nb in enumerate(forward):
         for k, v in enumerate(voxels):
-            if (m >> k) & 1:
-                bs |= base << sum(c * w for c, w in zip(v, weights, strict=True))
-        for d, nb in enumerate(forward):
-            bits = 0
-            for k, v in enumerate(voxels):
-                cube = [1 + 2 * o + c for o, c in zip(nb, v, strict=True)]
-                if all(0 <= c < 4 for c in cube):
-                    if (bs >> sum(c * w for c, w in zip(cube, weights, strict=True))) & 1:
-                        bits |= 1 << k
-            table[m, d] = bits
+            cube = [1 + 2 * o + c for o, c in zip(nb, v, strict=True)]
+            if all(0 <= c < 4 for c in cube):
+                at = np.uint64(sum(c * w for c, w in zip(cube, weights, strict=True)))
+                table[:, d] |= (((bs >> at) & one) << np.uint64(k)).astype(np.uint8)
     return table
 
 
@@ -95,7 +94,7 @@ def forward_offsets(shape: tuple[int, int, int], ndim: int) -> np.ndarray:
 LOWBIT = np.array([0] + [(c & -c).bit_length() - 1 for c in range(1, 1 << 13)], np.uint8)
 
 # Neighbours of X that are also forward neighbours of an earlier neighbour A, as a shift and a
-# mask mapping A's connection bits onto X's (see _skip3). A block connected to X and to A is in
+# mask mapping A's connection bits onto X's. A block connected to X and to A is in
 # A's tree once A has been processed, so when X is connected to A it needs no union of its own.
 # W = (0, 0, -1), bit 12: X's (dz, dy, dx) is W's (dz, dy, dx + 1).
 # U = (0, -1, 0), bit 10: X's (dz, dy, dx) is U's (dz, dy + 1, dx).
@@ -103,76 +102,6 @@ LOWBIT = np.array([0] + [(c & -c).bit_length() - 1 for c in range(1, 1 << 13)], 
 _W3_MASK = 0b110_1101_1011
 _U3_MASK = 0b10_0011_1111
 _P3_MASK = 0b1111
-
-
-# ----------------------------------------------------------------------------------------------
-# Block masks and connections
-
-
-@numba.njit(cache=True, nogil=True)
-def _rows(img, zero, o, sy, sz, hy, hz, nx):
-    # The four input rows a block row reads (a missing row past the border reads as zeros), as
-    # views indexed from 0, so the inner loops index with provably non-negative integers.
-    r00 = img[o : o + nx]
-    r01 = img[o + sy : o + sy + nx] if hy else zero
-    r10 = img[o + sz : o + sz + nx] if hz else zero
-    r11 = img[o + sz + sy : o + sz + sy + nx] if hy and hz else zero
-    return r00, r01, r10, r11
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def _mask(r00, r01, r10, r11, x, x1, hx):
-    # Bit k: voxel (k >> 2, (k >> 1) & 1, k & 1) of the block is foreground. x1 = min(x + 1, last)
-    # and the 0/1 multiplier hx replace a branch: a helper that takes arrays and branches costs
-    # numba reference-count traffic on every call, which dominated the scan.
-    return (
-        np.int64(r00[x] != 0)
-        | (np.int64(r01[x] != 0) << 2)
-        | (np.int64(r10[x] != 0) << 4)
-        | (np.int64(r11[x] != 0) << 6)
-        | (
-            (
-                (np.int64(r00[x1] != 0) << 1)
-                | (np.int64(r01[x1] != 0) << 3)
-                | (np.int64(r10[x1] != 0) << 5)
-                | (np.int64(r11[x1] != 0) << 7)
-            )
-            * hx
-        )
-    )
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def _conn3(T, m, p0, p1, p2, c0, c1, bx):
-    # Bit d set: forward neighbour d (FORWARD_3D order) is connected to the block. Mask rows are
-    # padded by one block on the left, so neighbour column bx + dx sits at index bx + 1 + dx.
-    t = T[m]
-    return (
-        np.int64((t[0] & p0[bx]) != 0)
-        | (np.int64((t[1] & p0[bx + 1]) != 0) << 1)
-        | (np.int64((t[2] & p0[bx + 2]) != 0) << 2)
-        | (np.int64((t[3] & p1[bx]) != 0) << 3)
-        | (np.int64((t[4] & p1[bx + 1]) != 0) << 4)
-        | (np.int64((t[5] & p1[bx + 2]) != 0) << 5)
-        | (np.int64((t[6] & p2[bx]) != 0) << 6)
-        | (np.int64((t[7] & p2[bx + 1]) != 0) << 7)
-        | (np.int64((t[8] & p2[bx + 2]) != 0) << 8)
-        | (np.int64((t[9] & c0[bx]) != 0) << 9)
-        | (np.int64((t[10] & c0[bx + 1]) != 0) << 10)
-        | (np.int64((t[11] & c0[bx + 2]) != 0) << 11)
-        | (np.int64((t[12] & c1[bx]) != 0) << 12)
-    )
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def _skip3(conn, w, u, p):
-    # Connections of X already implied by those of W, U and P (full connection masks w, u, p);
-    # branch-free: -(bit) is all ones when X is connected to that neighbour.
-    return (
-        (((w >> 1) & _W3_MASK) & -((conn >> 12) & 1))
-        | (((u >> 3) & _U3_MASK) & -((conn >> 10) & 1))
-        | (((p >> 9) & _P3_MASK) & -((conn >> 4) & 1))
-    )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -189,28 +118,43 @@ def _info_slot(o, sy, sz, hx, hy, hz):
     return np.int64(-1)
 
 
+def scratch(shape: tuple[int, int, int], ndim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Zeroed buffers of a scan: block masks and full connection masks of the current and the
+    previous block plane (3D) or row (2D), padded by one block on every side a forward neighbour
+    can fall off (so borders need no bounds checks), and one row of zeros (the rows past the
+    border). Made here, not in the scans: every array numba allocates is code to compile."""
+    nz, ny, nx = shape
+    nbx = (nx + 1) // 2
+    if ndim == 3:
+        pad = (2, (ny + 1) // 2 + 1, nbx + 2)
+        return np.zeros(pad, np.uint8), np.zeros(pad, np.uint16), np.zeros(nx, np.uint8)
+    pad = (2, nbx + 2)
+    return np.zeros(pad, np.uint8), np.zeros(pad, np.uint8), np.zeros(nx, np.uint8)
+
+
+# The scans below are written out whole, without jitted helpers, and BKE's branches compile out
+# of BUF's scan and BUF's out of BKE's: every helper and branch is code that numba compiles (and
+# caches) on a first run.
+# Mask bit k: voxel (k >> 2, (k >> 1) & 1, k & 1) of the block is foreground; x1 = min(x + 1,
+# last) and the 0/1 multiplier hx replace a branch. Connection bit d: forward neighbour d is
+# connected; mask rows are padded by one block on the left, so column bx + dx is at bx + 1 + dx.
+# The input rows a block row reads (past the border: ``zero``) are views indexed from 0, so the
+# inner loops index with provably non-negative integers.
+
 # ----------------------------------------------------------------------------------------------
 # 3D scans (26-connectivity, 2x2x2 blocks)
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan3(img, L, nz, ny, nx, T, off, bke, pending):
-    # One raster pass over the blocks. BUF (bke=False) performs every union at once; BKE's
-    # initialization (bke=True) links each block to its first connected neighbour and stores the
-    # information integer (bits 0-7 foreground voxels, bits 8-20 neighbours still to be united)
-    # for the reduction, and flags in pending[block row] the rows where some is left.
-    # Returns the information of a single-voxel last block (see _info_slot).
+def _scan3(img, L, nz, ny, nx, T, off, mb, cb, zero, pending):
+    # BUF (pending None) or BKE's initialization (pending an array): numba compiles the branches
+    # of the other one out, as ``pending`` is None or not in the signature itself.
     sy = nx
     sz = ny * nx
     sent = nz * sz
     nby = (ny + 1) // 2
     nbx = (nx + 1) // 2
-    last = np.int64(0)
-    # Masks and full connection masks of the current and previous block plane, padded by one
-    # block on every side a forward neighbour can fall off, so borders need no bounds checks.
-    mb = np.zeros((2, nby + 1, nbx + 2), np.uint8)
-    cb = np.zeros((2, nby + 1, nbx + 2), np.uint16)
-    zero = np.zeros(nx, np.uint8)
+    last = 0
     for bz in range((nz + 1) // 2):
         z = 2 * bz
         hz = z + 1 < nz
@@ -222,7 +166,10 @@ def _scan3(img, L, nz, ny, nx, T, off, bke, pending):
             y = 2 * by
             hy = y + 1 < ny
             base = z * sz + y * sy
-            r00, r01, r10, r11 = _rows(img, zero, base, sy, sz, hy, hz, nx)
+            r00 = img[base : base + nx]
+            r01 = img[base + sy : base + sy + nx] if hy else zero
+            r10 = img[base + sz : base + sz + nx] if hz else zero
+            r11 = img[base + sz + sy : base + sz + sy + nx] if hy and hz else zero
             Lr = L[base : base + nx]
             p0 = prv[by]
             p1 = prv[by + 1]
@@ -232,13 +179,28 @@ def _scan3(img, L, nz, ny, nx, T, off, bke, pending):
             cp = cprv[by + 1]
             cu = ccur[by]
             cc = ccur[by + 1]
-            w = np.int64(0)
+            w = 0
             rw = np.int64(-1)
-            left = np.int64(0)
+            left = 0
             for bx in range(nbx):
                 x = 2 * bx
                 hx = x + 1 < nx
-                m = _mask(r00, r01, r10, r11, x, min(x + 1, nx - 1), np.int64(hx))
+                x1 = min(x + 1, nx - 1)
+                m = (
+                    (r00[x] != 0)
+                    | ((r01[x] != 0) << 2)
+                    | ((r10[x] != 0) << 4)
+                    | ((r11[x] != 0) << 6)
+                    | (
+                        (
+                            ((r00[x1] != 0) << 1)
+                            | ((r01[x1] != 0) << 3)
+                            | ((r10[x1] != 0) << 5)
+                            | ((r11[x1] != 0) << 7)
+                        )
+                        * hx
+                    )
+                )
                 c1[bx + 1] = m
                 if m == 0:
                     Lr[x] = sent
@@ -249,12 +211,49 @@ def _scan3(img, L, nz, ny, nx, T, off, bke, pending):
                     cc[bx + 1] = 0
                     w = 0
                     continue
-                conn = _conn3(T, m, p0, p1, p2, c0, c1, bx)
+                t = T[m]
+                conn = (
+                    ((t[0] & p0[bx]) != 0)
+                    | (((t[1] & p0[bx + 1]) != 0) << 1)
+                    | (((t[2] & p0[bx + 2]) != 0) << 2)
+                    | (((t[3] & p1[bx]) != 0) << 3)
+                    | (((t[4] & p1[bx + 1]) != 0) << 4)
+                    | (((t[5] & p1[bx + 2]) != 0) << 5)
+                    | (((t[6] & p2[bx]) != 0) << 6)
+                    | (((t[7] & p2[bx + 1]) != 0) << 7)
+                    | (((t[8] & p2[bx + 2]) != 0) << 8)
+                    | (((t[9] & c0[bx]) != 0) << 9)
+                    | (((t[10] & c0[bx + 1]) != 0) << 10)
+                    | (((t[11] & c0[bx + 2]) != 0) << 11)
+                    | (((t[12] & c1[bx]) != 0) << 12)
+                )
                 cc[bx + 1] = conn
-                todo = conn & ~_skip3(conn, w, np.int64(cu[bx + 1]), np.int64(cp[bx + 1]))
+                # connections already implied by those of W, U and P (branch-free: -(bit) is
+                # all ones when X is connected to that neighbour)
+                u = np.int64(cu[bx + 1])
+                p = np.int64(cp[bx + 1])
+                todo = conn & ~(
+                    (((w >> 1) & _W3_MASK) & -((conn >> 12) & 1))
+                    | (((u >> 3) & _U3_MASK) & -((conn >> 10) & 1))
+                    | (((p >> 9) & _P3_MASK) & -((conn >> 4) & 1))
+                )
                 w = conn
                 o = base + x
-                if bke:
+                if pending is None:
+                    r = np.int64(-1)  # an int64 from the start: no second merge for a literal
+                    if todo & 4096:
+                        # W's root is the one it ended with: no union has happened since.
+                        r = rw
+                        todo ^= 4096
+                    while todo:
+                        d = LOWBIT[todo]
+                        todo &= todo - 1
+                        n = o + off[d]
+                        if np.int64(L[n]) != r:
+                            r = merge(L, n, r)
+                    rw = o if r < 0 else r
+                    Lr[x] = rw
+                else:
                     if conn:
                         first = LOWBIT[conn]
                         Lr[x] = o + off[first]
@@ -271,74 +270,63 @@ def _scan3(img, L, nz, ny, nx, T, off, bke, pending):
                             L[s] = info
                         else:
                             last = info
-                else:
-                    r = np.int64(-1)
-                    if todo & 4096:
-                        # W's root is the one it ended with: no union has happened since.
-                        r = rw
-                        todo ^= 4096
-                    while todo:
-                        d = LOWBIT[todo]
-                        todo &= todo - 1
-                        n = o + off[d]
-                        if np.int64(L[n]) != r:
-                            r = merge(L, n, r)
-                    rw = o if r < 0 else r
-                    Lr[x] = rw
-            if bke:
+            if pending is not None:
                 pending[bz * nby + by] = left != 0
     return last
 
 
-@numba.njit(cache=True, nogil=True)
-def buf3_scan(img, L, nz, ny, nx, T, off):
-    """BUF 3D: block masks, connections and unions in one raster pass over the blocks."""
-    return _scan3(img, L, nz, ny, nx, T, off, False, np.empty(0, np.uint8))
+def buf3_scan(img, L, nz, ny, nx, T, off, mb, cb, zero) -> None:
+    """BUF 3D: block masks, connections and unions in one raster pass over the blocks
+    (``mb``, ``cb``, ``zero``: :func:`scratch`)."""
+    _scan3(img, L, nz, ny, nx, T, off, mb, cb, zero, None)
 
 
-@numba.njit(cache=True, nogil=True)
-def bke3_init(img, L, nz, ny, nx, T, off, pending):
+def bke3_init(img, L, nz, ny, nx, T, off, pending, mb, cb, zero) -> int:
     """BKE 3D initialization: link each block to its first connected neighbour, store its info.
 
     The information integer (bits 0-7 foreground voxels, bits 8-20 the forward neighbours the
     reduction must still unite with) goes into a voxel of the block other than its first;
     returns the information of a single-voxel last block, which has no such voxel.
     ``pending[bz * nby + by]`` is set where a block row has unions left for the reduction.
+    ``mb``, ``cb``, ``zero``: :func:`scratch`.
     """
-    return _scan3(img, L, nz, ny, nx, T, off, True, pending)
+    return _scan3(img, L, nz, ny, nx, T, off, mb, cb, zero, pending)
 
 
 # ----------------------------------------------------------------------------------------------
-# 2D scans (8-connectivity, 2x2 blocks)
+# 2D scans (8-connectivity, 2x2 blocks): forward neighbours 0-2 are the row above, 3 is W. X's
+# (-1, dx) is W's (-1, dx + 1), and X's (-1, -1) is U's (0, -1).
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan2(img, L, ny, nx, T, off, bke, pending):
-    # The 2D counterpart of _scan3; forward neighbours 0-2 are the row above, 3 is W. X's
-    # (-1, dx) is W's (-1, dx + 1), and X's (-1, -1) is U's (0, -1).
+def _scan2(img, L, ny, nx, T, off, mb, cb, zero, pending):
+    # BUF or BKE's initialization, as _scan3
     sy = nx
     sent = ny * nx
     nbx = (nx + 1) // 2
-    last = np.int64(0)
-    mb = np.zeros((2, nbx + 2), np.uint8)
-    cb = np.zeros((2, nbx + 2), np.uint8)
-    zero = np.zeros(nx, np.uint8)
+    last = 0
     for by in range((ny + 1) // 2):
         y = 2 * by
         hy = y + 1 < ny
         base = y * sy
-        r0, r1, _, _ = _rows(img, zero, base, sy, 0, hy, False, nx)
+        r0 = img[base : base + nx]
+        r1 = img[base + sy : base + sy + nx] if hy else zero
         Lr = L[base : base + nx]
         c0 = mb[(by + 1) & 1]
         c1 = mb[by & 1]
         cu = cb[(by + 1) & 1]
         cc = cb[by & 1]
-        w = np.int64(0)
-        left = np.int64(0)
+        w = 0
+        left = 0
         for bx in range(nbx):
             x = 2 * bx
             hx = x + 1 < nx
-            m = _mask(r0, r1, zero, zero, x, min(x + 1, nx - 1), np.int64(hx))
+            x1 = min(x + 1, nx - 1)
+            m = (
+                (r0[x] != 0)
+                | ((r1[x] != 0) << 2)
+                | ((((r0[x1] != 0) << 1) | ((r1[x1] != 0) << 3)) * hx)
+            )
             c1[bx + 1] = m
             if m == 0:
                 Lr[x] = sent
@@ -349,10 +337,10 @@ def _scan2(img, L, ny, nx, T, off, bke, pending):
                 continue
             t = T[m]
             conn = (
-                np.int64((t[0] & c0[bx]) != 0)
-                | (np.int64((t[1] & c0[bx + 1]) != 0) << 1)
-                | (np.int64((t[2] & c0[bx + 2]) != 0) << 2)
-                | (np.int64((t[3] & c1[bx]) != 0) << 3)
+                ((t[0] & c0[bx]) != 0)
+                | (((t[1] & c0[bx + 1]) != 0) << 1)
+                | (((t[2] & c0[bx + 2]) != 0) << 2)
+                | (((t[3] & c1[bx]) != 0) << 3)
             )
             cc[bx + 1] = conn
             skip = (((w >> 1) & 0b011) & -((conn >> 3) & 1)) | (
@@ -361,7 +349,14 @@ def _scan2(img, L, ny, nx, T, off, bke, pending):
             todo = conn & ~skip
             w = conn
             o = base + x
-            if bke:
+            if pending is None:
+                r = np.int64(-1)
+                while todo:
+                    d = LOWBIT[todo]
+                    todo &= todo - 1
+                    r = merge(L, o + off[d], r)
+                Lr[x] = o if r < 0 else r
+            else:
                 if conn:
                     first = LOWBIT[conn]
                     Lr[x] = o + off[first]
@@ -375,28 +370,20 @@ def _scan2(img, L, ny, nx, T, off, bke, pending):
                     L[s] = info
                 else:
                     last = info
-            else:
-                r = np.int64(-1)
-                while todo:
-                    d = LOWBIT[todo]
-                    todo &= todo - 1
-                    r = merge(L, o + off[d], r)
-                Lr[x] = o if r < 0 else r
-        if bke:
+        if pending is not None:
             pending[by] = left != 0
     return last
 
 
-@numba.njit(cache=True, nogil=True)
-def buf2_scan(img, L, ny, nx, T, off):
-    """BUF 2D: block masks, connections and unions in one raster pass over the blocks."""
-    return _scan2(img, L, ny, nx, T, off, False, np.empty(0, np.uint8))
+def buf2_scan(img, L, ny, nx, T, off, mb, cb, zero) -> None:
+    """BUF 2D: block masks, connections and unions in one raster pass over the blocks
+    (``mb``, ``cb``, ``zero``: :func:`scratch`)."""
+    _scan2(img, L, ny, nx, T, off, mb, cb, zero, None)
 
 
-@numba.njit(cache=True, nogil=True)
-def bke2_init(img, L, ny, nx, T, off, pending):
+def bke2_init(img, L, ny, nx, T, off, pending, mb, cb, zero) -> int:
     """BKE 2D initialization (see :func:`bke3_init`; bits 8-11 are the 4 forward neighbours)."""
-    return _scan2(img, L, ny, nx, T, off, True, pending)
+    return _scan2(img, L, ny, nx, T, off, mb, cb, zero, pending)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -468,9 +455,20 @@ def flatten(L, nz, ny, nx):
     return k
 
 
+def final_buffers(shape: tuple[int, int, int], ntrees: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The buffers of :func:`final_labeling`: ``remap[id]``, the final label of tree id (0: not
+    seen yet; background blocks read the last slot, whose nonzero dummy is multiplied by the
+    zero voxels), and a block plane's tree ids."""
+    _, ny, nx = shape
+    remap = np.zeros(ntrees + 1, dtype)
+    remap[ntrees] = 1
+    return remap, np.empty(((ny + 1) // 2, (nx + 1) // 2), np.int64)
+
+
 @numba.njit(cache=True, nogil=True)
-def final_labeling(img, L, nz, ny, nx, ntrees):
-    """Write every voxel's final label, numbering trees on first encounter in raster order.
+def final_labeling(img, L, nz, ny, nx, ntrees, remap, ids):
+    """Write every voxel's final label, numbering trees on first encounter in raster order
+    (``remap``, ``ids``: :func:`final_buffers`).
 
     The block entries of a block plane are copied to a plane-sized buffer first, because writing
     the voxels of the plane's first voxel plane overwrites them. Returns the number of labels.
@@ -480,11 +478,6 @@ def final_labeling(img, L, nz, ny, nx, ntrees):
     nby = (ny + 1) // 2
     nbx = (nx + 1) // 2
     npairs = nx // 2
-    # remap[id] is the final label of tree id (0: not seen yet); background blocks read the last
-    # slot, whose nonzero dummy is multiplied by the zero voxels.
-    remap = np.zeros(ntrees + 1, L.dtype)
-    remap[ntrees] = 1
-    ids = np.empty((nby, nbx), np.int64)
     nxt = 1
     for z0 in range(0, nz, 2):
         for by in range(nby):

@@ -73,12 +73,13 @@ def _adopt(P, V, c, q):
 
 
 @numba.njit(cache=True, nogil=True)
-def ml_scan(img, P, E, V, first, nz, ny, nx, dirs, d):
+def ml_scan(img, P, E, V, first, nz, ny, nx, dirs, d, d64):
     """Find every row's runs (run ``c`` ends before voxel ``E[c]`` of its row and has value
     ``V[c]``; ``first[r]``: row r's first run) and unite each nonzero run in the forest ``P``
     with the runs of its value that it touches in the earlier neighbour rows ``dirs``
     ((dz, dy, wide) rows, as in ``runs``). ``d``: a zeroed uint8 buffer of ``nx`` rounded
-    up to 8; ``V`` has one slot more than there can be runs (read past the last run, unused).
+    up to 8, and ``d64`` its uint64 view; ``V`` has one slot more than there can be runs (read
+    past the last run, unused).
     Returns the number of runs.
 
     A row's value changes are marked in ``d`` by a vectorized compare and read 8 voxels at a
@@ -90,7 +91,6 @@ def ml_scan(img, P, E, V, first, nz, ny, nx, dirs, d):
     that is still its own root takes its neighbour's parent without a branch.
     """
     k = dirs.shape[0]
-    d64 = d.view(np.uint64)
     nw = (nx + 7) >> 3
     j = np.uint64(0)
     for z in range(nz):

@@ -8,12 +8,15 @@ import numpy as np
 
 from tilelabel.sorting import unique
 
+# The kernels below take every array they fill from their caller: an array that numba
+# allocates is code that it compiles on a first run.
+
 
 @numba.njit(cache=True, nogil=True)
-def _first_indices(flat, n):
+def _first_indices(flat, out):
     # Labels are numbered in raster order of their first voxel, so label l first appears exactly
     # where the running maximum of the labels grows to l: one pass, no per-label search.
-    out = np.empty(n, dtype=np.int64)
+    n = out.size
     nxt = 1
     for i in range(flat.size):
         if flat[i] == nxt:
@@ -21,14 +24,14 @@ def _first_indices(flat, n):
             nxt += 1
             if nxt > n:
                 break
-    return out
 
 
 def first_indices(labels: np.ndarray, n: int) -> np.ndarray:
     """Raster index (in ``labels``' own C order) of the first voxel of each label 1..n."""
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    return _first_indices(np.ascontiguousarray(labels).reshape(-1), n)
+    out = np.empty(n, dtype=np.int64)
+    if n:
+        _first_indices(np.ascontiguousarray(labels).reshape(-1), out)
+    return out
 
 
 @numba.njit(cache=True, nogil=True, parallel=False)
@@ -45,15 +48,11 @@ def apply_lut(labels: np.ndarray, lut: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _shifted_pairs(a, shape, framed, strides, deltas, va, vb, values):
+def _shifted_pairs(a, shape, framed, strides, deltas, va, vb, values, pos, coords, out):
     # a voxel's pairs at every shift, before the next voxel's: a label is mostly that of the
-    # voxel before and its neighbours, so comparing with the pair last kept drops most repeats
-    n_fg = 0
-    for i in range(a.size):
-        n_fg += a[i] != 0
-    out = np.empty(n_fg * deltas.size, np.uint64)
-    coords = np.zeros(shape.size, np.int64)
-    pos = strides.sum()  # voxel 0 of ``a`` in the frame: one voxel in along every axis
+    # voxel before and its neighbours, so comparing with the pair last kept drops most repeats.
+    # pos: voxel 0 of ``a`` in the frame; coords: zeros; out: room for every pair. Returns the
+    # number of pairs kept.
     c = 0
     for i in range(a.size):
         x = a[i]
@@ -75,7 +74,7 @@ def _shifted_pairs(a, shape, framed, strides, deltas, va, vb, values):
             pos -= coords[ax] * strides[ax]
             coords[ax] = 0
             ax -= 1
-    return out[:c]
+    return c
 
 
 def shifted_pairs(
@@ -106,7 +105,8 @@ def shifted_pairs(
         va, vb = np.ascontiguousarray(va).reshape(-1), np.pad(vb, 1).reshape(-1)
     else:
         va = vb = np.zeros(0, np.uint8)
-    packed = _shifted_pairs(
+    out = np.empty(np.count_nonzero(a) * deltas.size, np.uint64)
+    c = _shifted_pairs(
         np.ascontiguousarray(a).reshape(-1),
         np.asarray(a.shape, np.int64),
         framed.reshape(-1),
@@ -115,7 +115,11 @@ def shifted_pairs(
         va,
         vb,
         values,
+        int(strides.sum()),  # one voxel in along every axis
+        np.zeros(a.ndim, np.int64),
+        out,
     )
+    packed = out[:c]
     # NumPy's sort lets go of the GIL too, and numba's takes seconds to compile
     return unique(packed)
 
@@ -128,7 +132,15 @@ def _positions(labels, ids, out):
         if x == 0:
             continue
         if x != last:  # a face's labels come in runs: search once per run
-            at = np.searchsorted(ids, x) + 1
+            # the first id >= x, written out (np.searchsorted is much more code to compile)
+            lo, hi = 0, ids.size
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if ids[mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            at = lo + 1
             last = x
         out[i] = at
 

@@ -93,11 +93,10 @@ def _next(P, r, x, flip):
 
 
 @numba.njit(cache=True, nogil=True)
-def pack(img, img64, nrows, nx, P):
+def pack(img, img64, nrows, nx, P, F):
     """``P[r, w]`` bit i: voxel 64 w + i of row r is foreground. ``img64`` is the first
-    ``img.size // 8`` groups of 8 voxels, read 8 at a time."""
-    nwf = (img.size + 63) // 64 + 1
-    F = np.zeros(nwf, np.uint64)  # the flat volume, one bit per voxel
+    ``img.size // 8`` groups of 8 voxels, read 8 at a time; ``F``: zeros, one bit per voxel of
+    the flat volume and one word more (``(img.size + 63) // 64 + 1`` words)."""
     low = np.uint64(0x0101010101010101)
     for k in range(img64.size):
         t = img64[k]
@@ -202,7 +201,7 @@ def unite(P, L, nz, ny, nx, dirs):
 
 
 @numba.njit(cache=True, nogil=True)
-def write_labels(P, L, nrows, nx):
+def write_labels(P, L, nrows, nx, lab):
     """Final labels 1..n in raster order of the runs' roots; return n.
 
     Word by word: first the label of each run that starts in the word (a root takes the next
@@ -210,11 +209,11 @@ def write_labels(P, L, nrows, nx):
     the word's voxels: whole for an empty word or one inside a run, else voxel by voxel without
     a branch (the run index grows at each start, background voxels read slot 0). Writes go
     through a view of the word's voxels, so that indices are known to be non-negative.
+    ``lab``: 66 int64 zeros, the labels of a word's runs (0: background; 1: the run continuing
+    from the word before; 1 + j: the j-th run starting in the word).
     """
     nwr = P.shape[1]
     c63 = np.uint64(63)
-    # 0: background; 1: the run continuing from the word before; 1 + j: the j-th run starting here
-    lab = np.zeros(66, np.int64)
     k = 0
     for r in range(nrows):
         base = r * nx

@@ -34,6 +34,9 @@ from numba import types
 from numba.extending import overload
 
 _BIG = np.iinfo(np.int64).max
+# The accumulators start from int64 scalars, not int literals: numba gives a literal a type of
+# its own, and a call of a jitted helper with one compiles another copy of the helper.
+_I0, _I1, _IM, _IB = np.int64(0), np.int64(1), np.int64(-1), np.int64(_BIG)
 
 
 def _pure_row_intensity(row, vrow, cur, s, mn, mx):  # pragma: no cover - numba overload below
@@ -98,7 +101,9 @@ def _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz):
     return c + rc, sy + rc * y, sz + rc * z, min(ly, y), max(hy, y), min(lz, z), max(hz, z)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+# a function of its own, called at three places: inlined, numba would compile it three times
+# (_nrt=False: it allocates nothing, so it needs no reference counts on its arrays either)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _switch(V, first, cur, lab, nxt, pos, acc, out, iout):
     """The pending label ``cur`` gives way to ``lab`` whose run starts at raster index ``pos``:
     fold and flush ``cur``'s accumulators, record ``lab``'s first voxel if it is new; returns
@@ -136,16 +141,16 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
     # label) may be None: numba then compiles their parts out.
     D, H, W = L.shape
     cur = L.dtype.type(0)
-    c = sz = sy = sx = 0
-    lz = ly = lx = _BIG
-    hz = hy = hx = -1
+    c = sz = sy = sx = _I0
+    lz = ly = lx = _IB
+    hz = hy = hx = _IM
     s, mn, mx = 0.0, np.inf, -np.inf
-    nxt = 1
+    nxt = _I1
     out, iout = (count, lo, hi, csum), (isum, imin, imax)
     for z in range(D):
         for y in range(H):
             row = L[z, y]
-            rc = 0
+            rc = _I0
             rsx = 0
             oth = 0
             for x in range(W):
@@ -173,7 +178,7 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
                 vrow = V[z, y]
             if 4 * (oth + (rc if cur != 0 else 0)) <= W:
                 # sparse: run by run
-                rc = 0
+                rc = _I0
                 x = 0
                 while x < W:
                     lab = row[x]
@@ -188,8 +193,8 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
                         acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, rc, y, z, s, mn, mx)
                         nxt = _switch(V, first, cur, lab, nxt, (z * H + y) * W + a, acc, out, iout)
                         cur = lab
-                        rc, c, sx, sy, sz = 0, 0, 0, 0, 0
-                        lx, hx, ly, hy, lz, hz = a, x - 1, _BIG, -1, _BIG, -1
+                        rc, c, sx, sy, sz = _I0, _I0, _I0, _I0, _I0
+                        lx, hx, ly, hy, lz, hz = a, x - 1, _IB, _IM, _IB, _IM
                         if V is not None:
                             # as the voxel loop does (which also settles NaN the same way)
                             s = mn = mx = np.float64(vrow[a])
@@ -207,7 +212,7 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
                 continue
             # dense: a voxel of cur (or background) costs a compare and a few branch-free
             # updates; y and z are folded in once per stretch of the row
-            rc = 0
+            rc = _I0
             for x in range(W):
                 lab = row[x]
                 m = lab == cur
@@ -224,14 +229,14 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
                     acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, rc, y, z, s, mn, mx)
                     nxt = _switch(V, first, cur, lab, nxt, (z * H + y) * W + x, acc, out, iout)
                     cur = lab
-                    rc, c, sx, sy, sz = 1, 0, x, 0, 0
-                    lx, hx, ly, hy, lz, hz = x, x, _BIG, -1, _BIG, -1
+                    rc, c, sx, sy, sz = _I1, _I0, x, _I0, _I0
+                    lx, hx, ly, hy, lz, hz = x, x, _IB, _IM, _IB, _IM
                     if V is not None:
                         s, mn, mx = v, v, v
             c, sy, sz, ly, hy, lz, hz = _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz)
     # the last pending label: its rows are folded already (a row count of 0 folds nothing)
-    acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, 0, 0, 0, s, mn, mx)
-    _switch(V, None, cur, cur, nxt, 0, acc, out, iout)
+    acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, _I0, _I0, _I0, s, mn, mx)
+    _switch(V, first, cur, cur, nxt, _I0, acc, out, iout)  # cur < nxt: records nothing
 
 
 @numba.njit(cache=True, nogil=True)
