@@ -129,3 +129,25 @@ def test_zarr_run_table_and_cli(tmp_path, client, capsys):
     np.testing.assert_array_equal(table["num_pixels"], np.bincount(ref.ravel())[1:])
     assert main(["label", src, str(tmp_path / "o3.zarr"), "--order", "size"]) == 2
     assert "needs largest_k" in capsys.readouterr().err
+
+
+def test_resume_needs_the_same_kept_components_and_order(tmp_path):
+    """A resume (or a run that finds the labels complete) with another ``largest_k`` or
+    ``order`` is refused, naming the option: it would keep or number other components."""
+    img = random_volume((12, 12, 12), 0.15, 1, seed=3)  # 19 components
+    src = write_zarr(tmp_path / "in.zarr", img, (6, 6, 6))
+    dst = str(tmp_path / "out.zarr")
+    assert tilelabel.label_zarr(src, dst, largest_k=5, order="size", backend="cpu") == 5
+    assert tilelabel.label_zarr(src, dst, largest_k=5, order="size", resume=True) == 5
+    for other, named in [
+        ({"largest_k": 5}, "order='size' where this run has order=None"),
+        ({"largest_k": 4, "order": "size"}, "largest_k=5 where this run has largest_k=4"),
+    ]:
+        with pytest.raises(ValueError, match=named):
+            tilelabel.label_zarr(src, dst, resume=True, backend="cpu", **other)
+    # the raster order is the default: recorded as no order at all
+    tilelabel.label_zarr(src, dst, largest_k=5, backend="cpu", overwrite=True)
+    assert "order" not in zarr.open_array(dst).attrs["tilelabel"]
+    assert tilelabel.label_zarr(src, dst, largest_k=5, order="raster", resume=True) == 5
+    with pytest.raises(ValueError, match="largest_k=5 where this run has largest_k=None"):
+        tilelabel.label_zarr(src, dst, resume=True, backend="cpu")

@@ -44,7 +44,11 @@ RESUME_KEYS = (
     "wrap_axes",
     "min_size",
     "max_size",
+    "largest_k",
+    "order",
 )
+#: a recorded value that means what an absent one does (the default)
+_DEFAULTS = {"order": "raster"}
 
 
 @dataclass(frozen=True)
@@ -354,9 +358,12 @@ def check_resume(output: Output, expected: dict[str, Any]) -> None:
     (the attributes this run would record, :data:`RESUME_KEYS`)."""
     record = output.record or {}
     for key in RESUME_KEYS:
-        if record.get(key) != expected.get(key):
+        made, now = record.get(key), expected.get(key)
+        if made == _DEFAULTS.get(key):
+            made = None
+        if made != now:
             raise ValueError(
-                f"output {output.url} was made with {key} {record.get(key)!r}, this run has "
-                f"{expected.get(key)!r}; resume it with the same options, or pass "
+                f"output {output.url} was made with {key}={made!r} where this run has "
+                f"{key}={now!r}; resume it with the same options, or pass "
                 "overwrite=True (--overwrite) to replace it"
             )

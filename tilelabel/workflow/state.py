@@ -132,7 +132,12 @@ def attributes(run: Run, count: int | None, plan: ChunkPlan | None = None) -> di
         meta["wrap_axes"] = list(run.wrap)
     if plan is not None:  # the processing chunks, which a resumed run takes again
         meta["chunks"] = [int(c[0]) for c in plan.chunks]
-    if run.stats is not None and run.stats.filtering:
-        meta.update(min_size=run.stats.min_size, max_size=run.stats.max_size)
-        meta.update(largest_k=run.stats.largest_k, order=run.stats.order)
+    if run.stats is not None:  # what changes the labels, where it is not the default
+        kept = {
+            "min_size": run.stats.min_size,
+            "max_size": run.stats.max_size,
+            "largest_k": run.stats.largest_k,
+            "order": None if run.stats.order == "raster" else run.stats.order,
+        }
+        meta.update({k: v for k, v in kept.items() if v is not None})
     return {"tilelabel": meta}
