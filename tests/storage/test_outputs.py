@@ -67,6 +67,56 @@ def test_output_that_is_holds_or_lies_inside_the_input_is_refused(tmp_path, sche
     assert not (tmp_path / "grp.zarr" / ".tilelabel").exists()
 
 
+def test_a_statistics_table_is_an_output_too(tmp_path, sched, capsys):
+    """--stats PATH is checked before any work as the labels output is: not the input, the
+    intensity image or the labels output, nor inside them; not a directory; replaced only
+    with --overwrite; writable. It is written whole (under a partial name, then moved) before
+    the labels are marked complete, and a complete output without its table says so."""
+    img = random_volume((16, 16, 16), 0.3, seed=1)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    vals = write_zarr(tmp_path / "vals.zarr", img.astype(np.float32), (8, 8, 8))
+    out = tmp_path / "out.zarr"
+    meta = (tmp_path / "in.zarr" / "zarr.json").read_bytes()
+    (tmp_path / "taken.parquet").write_bytes(b"not ours")
+    (tmp_path / "a-dir").mkdir()
+    (tmp_path / "plain.txt").write_text("a file, not a folder")
+    cases = [
+        (tmp_path / "in.zarr" / "zarr.json", "lies inside the input"),
+        (tmp_path / "in.zarr", "is the input"),
+        (tmp_path / "vals.zarr", "is the intensity image"),
+        (out / "s.parquet", "lies inside the labels output"),
+        (out, "is the labels output"),
+        (tmp_path, "holds the input"),
+        (tmp_path / "a-dir", "is a directory"),
+        (tmp_path / "taken.parquet", "already exists"),
+        (tmp_path / "plain.txt" / "s.parquet", "cannot be written"),
+    ]
+    for path, message in cases:
+        argv = [src, out, "--stats", path, "--intensity", vals, "--scheduler", sched]
+        assert label(*argv) == 2, path
+        err = capsys.readouterr().err
+        assert err.startswith("tilelabel: error: statistics table") and message in err, err
+        assert err.count("\n") == 1 and not out.exists(), err
+    assert (tmp_path / "in.zarr" / "zarr.json").read_bytes() == meta
+    np.testing.assert_array_equal(zarr.open_array(src)[...], img)
+    assert (tmp_path / "taken.parquet").read_bytes() == b"not ours"
+    # replaced with --overwrite, whole, and nothing partial left beside it
+    table = tmp_path / "taken.parquet"
+    assert label(src, out, "--stats", table, "--overwrite", "--scheduler", sched) == 0
+    import pandas as pd
+
+    n = int(ndimage.label(img, FULL3)[1])
+    assert len(pd.read_parquet(table)) == n
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["a-dir", "in.zarr", "out.zarr", "plain.txt", "taken.parquet", "vals.zarr"]
+    )
+    # complete with its table: nothing to do; without it: said, not passed over
+    assert label(src, out, "--stats", table, "--resume", "--scheduler", sched) == 0
+    table.unlink()
+    assert label(src, out, "--stats", table, "--resume", "--scheduler", sched) == 2
+    assert "is complete but has no statistics table" in capsys.readouterr().err
+
+
 def test_fsspec_urls_are_compared_by_store_prefix(tmp_path):
     from tilelabel.storage.places import nesting
 

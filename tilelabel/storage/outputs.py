@@ -265,21 +265,50 @@ class Output:
         self.lease.release(place=made)  # nothing of what was there is left: the place goes
 
 
-def _refuse_nesting(url: str, inputs: dict[str, str]) -> None:
-    """Refuse an output that is, holds or lies inside one of ``inputs`` (what -> URL)."""
+def _refuse_nesting(url: str, inputs: dict[str, str], name: str = "output") -> None:
+    """Refuse an output (``name``: which) that is, holds or lies inside one of ``inputs``
+    (what -> URL)."""
+    labels = name == "output"
     for what, other in inputs.items():
         how = places.nesting(url, other)
         if how == "is":
-            raise ValueError(f"output {url} is the {what}; write the labels to another array")
+            where = "the labels to another array" if labels else "it elsewhere"
+            raise ValueError(f"{name} {url} is the {what}; write {where}")
         if how == "holds":
             raise ValueError(
-                f"output {url} holds the {what} {other}; replacing it would delete the {what}"
+                f"{name} {url} holds the {what} {other}; replacing it would delete the {what}"
             )
         if how == "inside":
-            hint = " (--ome-labels NAME writes into an OME-Zarr image)" if what == "input" else ""
-            raise ValueError(
-                f"output {url} lies inside the {what} {other}; write the labels outside it{hint}"
-            )
+            hint = " (--ome-labels NAME writes into an OME-Zarr image)"
+            hint = hint if what == "input" and labels else ""
+            where = "the labels outside it" if labels else "it elsewhere"
+            raise ValueError(f"{name} {url} lies inside the {what} {other}; write {where}{hint}")
+
+
+def check_table(
+    url: str, inputs: dict[str, str], overwrite: bool, storage_options: dict | None = None
+) -> None:
+    """Refuse, before any work, a statistics table path that is, holds or lies inside one of
+    ``inputs`` (the input, the intensity image, the labels output), that is a directory, that
+    exists without ``overwrite``, or where a file cannot be written."""
+    name = "statistics table"
+    _refuse_nesting(url, inputs, name)
+    fs, path = places.filesystem(url, storage_options)
+    if fs.isdir(path):
+        raise ValueError(f"{name} {url} is a directory; name a file")
+    if fs.exists(path) and not overwrite:
+        raise ValueError(f"{name} {url} already exists; pass overwrite=True (--overwrite)")
+    probe = partial_path(path)
+    try:
+        fs.pipe_file(probe, b"")
+        fs.rm(probe)
+    except OSError as e:
+        raise ValueError(f"{name} {url} cannot be written ({type(e).__name__}: {e})") from e
+
+
+def partial_path(path: str) -> str:
+    """Where a table is written before it is moved to ``path`` (whole or not at all)."""
+    return f"{path}.tilelabel-partial"
 
 
 def _record(layout: Layout, storage_options: dict | None) -> dict | None:

@@ -26,11 +26,9 @@ log = logging.getLogger("tilelabel")
 def finish(
     run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted, created: Created, count: int
 ) -> Result:
-    """Mark the output complete and publish it; collect the statistics table if one is asked
-    for (written to Parquet one slab of chunks at a time, or returned whole)."""
-    attrs = attributes(run, count, graph.plan)
-    attrs["tilelabel"]["complete"] = True
-    run.output.complete(attrs)  # checked still the run's, made visible, the lease released
+    """Collect the statistics table if one is asked for (written to Parquet one slab of
+    chunks at a time, or returned whole), then mark the output complete and publish it: an
+    output marked complete has its table."""
     table = None
     if submitted.tables:
         stats = run.options.stats
@@ -48,7 +46,10 @@ def finish(
             frame=stats is True,
             raster=run.stats.order == "raster",
         )
-    run.lap("finishing")  # marked complete, the table written
+    attrs = attributes(run, count, graph.plan)
+    attrs["tilelabel"]["complete"] = True
+    run.output.complete(attrs)  # checked still the run's, made visible, the lease released
+    run.lap("finishing")  # the table written, marked complete
     result = Result(
         components=count,
         voxels=int(np.prod(run.volume.shape)),

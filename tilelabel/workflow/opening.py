@@ -27,8 +27,15 @@ from tilelabel.options import Options
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.local import Labeler
 from tilelabel.resources import Workload, for_backend
-from tilelabel.storage import ZarrSource, normalize_url, open_input, open_output, open_volume
-from tilelabel.storage.outputs import check_resume
+from tilelabel.storage import (
+    ZarrSource,
+    normalize_url,
+    open_input,
+    open_output,
+    open_volume,
+    places,
+)
+from tilelabel.storage.outputs import check_resume, check_table
 from tilelabel.workflow.executors import where
 from tilelabel.workflow.state import Run, attributes
 
@@ -96,6 +103,16 @@ def open_run(
         resume=o.resume,
         inputs=inputs,
     )
+    if o.stats not in (None, False, True):  # a table to write: an output of the run too
+        table = os.fspath(o.stats)
+        if output.mode != "done":
+            inputs["labels output"] = output.url
+            check_table(table, inputs, o.overwrite or o.force, o.storage_options)
+        elif not places.filesystem(table, o.storage_options)[0].exists(table):
+            raise ValueError(
+                f"output {output.url} is complete but has no statistics table at {table}; "
+                "pass overwrite=True (--overwrite) to label again with the table"
+            )
     intensity = None
     if o.intensity is not None:
         if tuple(open_input(o.intensity, o.storage_options).shape) != volume.shape:

@@ -4,9 +4,13 @@ one is asked for)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from tilelabel.pipeline.stats import concat, empty_columns, to_frame
+from tilelabel.storage.outputs import partial_path
+from tilelabel.storage.places import filesystem
 
 #: Parquet row-group size (rows) when writing the table
 ROW_GROUP = 1 << 20
@@ -51,14 +55,26 @@ class ParquetSink:
         import fsspec
         import pyarrow.parquet as pq
 
-        self._file = fsspec.open(self.path, "wb").open()
+        self._file = fsspec.open(partial_path(self.path), "wb").open()
         self._writer = pq.ParquetWriter(self._file, self.schema)
 
     def close(self) -> None:
+        """The table whole at its path (written under :func:`partial_path`, then moved)."""
         if self._writer is None:  # no rows at all: still a valid, empty table with the columns
             self._open()
         self._writer.close()
         self._file.close()
+        fs, path = filesystem(self.path)
+        fs.mv(partial_path(path), path)
+
+    def abandon(self) -> None:
+        """A table not finished: what was written of it goes (never raises)."""
+        with contextlib.suppress(Exception):
+            if self._file is not None:
+                self._file.close()
+            fs, path = filesystem(self.path)
+            if fs.exists(partial_path(path)):
+                fs.rm(partial_path(path))
 
 
 def collect(gather, futures, idxs, names, path=None, frame=False, metadata=None, raster=True):
@@ -83,9 +99,12 @@ def collect(gather, futures, idxs, names, path=None, frame=False, metadata=None,
                 sink.write(part)
             if frame:
                 parts.append(part)
-    finally:
         if sink is not None:
             sink.close()
+    except BaseException:
+        if sink is not None:
+            sink.abandon()
+        raise
     if not frame:
         return None
     return to_frame(concat(parts, names) if parts else empty_columns(names))
