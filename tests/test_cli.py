@@ -160,7 +160,7 @@ def _bad(tmp_path):
     return [
         ("missing input", [tmp_path / "nope.zarr", out], "does not exist"),
         ("not zarr", [notzarr, out], "not a zarr array"),
-        ("output exists", [good, exists], "already exists"),
+        ("output exists", [good, exists], "already exists; pass --overwrite to replace it"),
         ("output is input", [good, good], "is the input"),
         ("1D", [one_d, out], "2D and 3D"),
         ("4D", [four_d, out], "2D and 3D"),
@@ -169,6 +169,8 @@ def _bad(tmp_path):
         ("NaN", [nanp, out, "--chunks", "4,4"], "NaN at voxel (7, 7) (in chunk (1, 1)"),
         ("connectivity", [good, out, "--connectivity", "8"], "not valid for a 3D array"),
         ("cuda", [good, out, "--backend", "cuda"], "no usable GPU"),
+        ("memory output", [good, "memory://labels.zarr"], "ends with the command"),
+        ("memory table", [good, out, "--stats", "memory://s.parquet"], "ends with the command"),
     ]
 
 
@@ -209,6 +211,16 @@ def test_missing_arguments(capsys):
     with pytest.raises(SystemExit):
         run("label", "a.zarr", "b.zarr", "--gpu-encode", "--no-gpu-encode")
     assert "not allowed with argument" in capsys.readouterr().err
+    # a negative value is the option's to refuse, not taken for a flag
+    for argv, said in [
+        (["label", "a.zarr", "b.zarr", "--chunks", "-4,4,4"], "--chunks: expected a list of pos"),
+        (["label", "a.zarr", "b.zarr", "--spacing", "-1,1,1"], "--spacing: expected positive"),
+        (["label", "a.zarr", "b.zarr", "--spacing", "1,-1e3,1"], "--spacing: expected positive"),
+        (["synth", "x.zarr", "--shape", "-8,8"], "--shape: expected a list of positive"),
+    ]:
+        with pytest.raises(SystemExit):
+            run(*argv)
+        assert said in capsys.readouterr().err, argv
 
 
 def _run_on_terminal(argv, timeout=120):

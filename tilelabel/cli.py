@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import re
+import signal
 import sys
+import threading
 import warnings
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
 
 from tilelabel._version import __version__
 
@@ -124,6 +128,12 @@ def _label(args: argparse.Namespace) -> int:
     if "INPUT" in missing:  # OUTPUT may be left out for an OME-Zarr image (labels into it)
         raise ValueError(f"missing {' and '.join(missing)} (give them as arguments or in --config)")
     options = Options(**opts)
+    for what in ("output", "stats"):
+        if str(getattr(options, what) or "").startswith("memory://"):
+            raise ValueError(
+                f"{what} {getattr(options, what)} is in this process's memory, which ends with "
+                "the command: write it to a path or a store that outlives it"
+            )
     if options.cluster is not None:  # an allocation's other tasks serve the run, then exit
         from tilelabel.cluster.jobqueue import serve_unless_client
 
@@ -166,34 +176,95 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+#: a negative number, or a list that starts with one ("-4,64,64")
+_NEGATIVE = re.compile(r"-\d[\d.,eE+-]*")
+
+
+def _negatives_attached(argv: Sequence[str]) -> list[str]:
+    """``--flag -4,64,64`` as ``--flag=-4,64,64``: argparse takes a value that starts with a
+    dash for a flag (and says "expected one argument"), where the option's own check says what
+    is wrong with it."""
+    out: list[str] = []
+    for a in map(str, argv):
+        if out and _NEGATIVE.fullmatch(a) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={a}"
+        else:
+            out.append(a)
+    return out
+
+
+#: "keyword=value (--flag)" in a message: the keyword is the Python caller's, the flag ours
+_KEYWORD_AND_FLAG = re.compile(r"\b\w+=\w+ \((--[\w-]+)\)")
+
+
 def _one_line(e: BaseException) -> str:
-    """An error's message on one line (a worker's may span several)."""
-    return " ".join(str(e).split())
+    """An error's message on one line (a worker's may span several), in the command line's
+    words: its flags, not the keywords that the library's messages give beside them."""
+    return _KEYWORD_AND_FLAG.sub(r"\1", " ".join(str(e).split()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit status: 0 done, 2 input to fix (bad arguments or data, a refused output: one line
     ``tilelabel: error: ...``), 1 a run that failed (``tilelabel: failed: ...``, with its
-    traceback at -v), 130 interrupted (Ctrl-C). A failed or interrupted run leaves no output."""
-    args = build_parser().parse_args(argv)
+    traceback at -v), 130 interrupted (Ctrl-C), 128 + the signal's number stopped by SIGTERM (143)
+    or SIGHUP (129). A failed or interrupted run leaves no output; a stopped one leaves what it
+    wrote to ``--resume``."""
+    args = build_parser().parse_args(_negatives_attached(sys.argv[1:] if argv is None else argv))
     _setup_logging(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     from tilelabel.dtypes import LabelOverflowError
     from tilelabel.kernels.backends import BackendUnavailable
 
     log = logging.getLogger("tilelabel")
     try:
-        return _label(args) if args.command == "label" else _synth(args)
+        if args.command == "synth":
+            return _synth(args)
+        with _signals_stop_the_run():
+            return _label(args)
     except (ValueError, LabelOverflowError, BackendUnavailable) as e:
         log.debug("refused", exc_info=True)
         print(f"tilelabel: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("tilelabel: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", None)  # tilelabel.workflow.state.Terminated's
+        if signum is None:
+            print("tilelabel: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        name = signal.Signals(signum).name
+        print(f"tilelabel: terminated ({name}); --resume finishes the labels", file=sys.stderr)
+        return 128 + signum
     except Exception as e:  # a failure of the run itself: say what, keep the traceback at -v
         log.debug("run failed", exc_info=True)
         print(f"tilelabel: failed: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return EXIT_FAILURE
+
+
+#: the signals that stop a run as Ctrl-C does, but leave its output to --resume: a batch
+#: system's time limit (Slurm, Kubernetes), ``timeout`` and ``kill`` send SIGTERM; a closed
+#: terminal or ssh session, SIGHUP
+STOPPING = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_stop_the_run() -> Iterator[None]:
+    """While a run goes: a :data:`STOPPING` signal raises
+    :class:`tilelabel.workflow.state.Terminated` in it (a second one ends the process at once).
+    Only in the main thread, where Python delivers signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from tilelabel.workflow.state import Terminated
+
+    def stop(signum: int, frame: Any) -> None:
+        for s in STOPPING:
+            signal.signal(s, signal.SIG_DFL)
+        raise Terminated(signum)
+
+    before = {s: signal.signal(s, stop) for s in STOPPING}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 #: what multiprocessing's resource tracker says once this process is gone (see :func:`command`)

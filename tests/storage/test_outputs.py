@@ -186,6 +186,23 @@ def test_a_place_that_cannot_be_written_is_refused_before_any_work(tmp_path, cap
     assert "cannot be written" in capsys.readouterr().err
 
 
+def test_a_full_disk_leaves_no_empty_lease(tmp_path, capsys):
+    """A disk full before the run starts: the lease cannot be written, the run is refused in
+    one line, and no empty lease file (nor folder) is left for the next run to meet."""
+    src = write_zarr(tmp_path / "in.zarr", random_volume((16, 16, 16), 0.3, seed=3), (8,) * 3)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    with tmpfs(disk, "size=64k"):
+        with contextlib.suppress(OSError), open(disk / "filler", "wb") as f:
+            while True:
+                f.write(b"x" * 4096)
+                f.flush()
+        assert label(src, disk / "out.zarr") == 2
+        err = capsys.readouterr().err
+        assert "cannot be written" in err and "No space left" in err, err
+        assert sorted(os.listdir(disk)) == ["filler"]
+
+
 def test_a_live_lease_refuses_the_output_and_a_dead_one_is_taken_over(tmp_path, client):
     """The output's lease names the run writing it: another run is refused at once, whatever
     its flags; a lease whose process is gone (this host) or which expired (another host) is a

@@ -204,6 +204,84 @@ def test_ctrl_c_in_the_writing_pass_waits_for_the_writes_and_leaves_nothing(
     assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_in_the_writing_pass_leaves_the_output_to_resume(
+    tmp_path, client, sched, volume, sig
+):
+    """SIGTERM (a batch system's time limit) or SIGHUP while writes are in flight: the command
+    cancels the writes and waits for those running, says so in one line and exits 128 + the
+    signal's number; the output keeps what was written and no lease, and --resume finishes it
+    exact, writing only the chunks not written."""
+    img, src = volume
+    out = tmp_path / "out.zarr"
+    args = [src, out, "--scheduler", sched, "--chunks", "32,32,32"]
+    proc = command(*args, "-q")
+    pids = worker_pids(client)
+    soon(lambda: writing_began(out, proc))
+    with stopped(pids):
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(sig)
+        time.sleep(1.0)
+    _, err = proc.communicate(timeout=120)
+    name = signal.Signals(sig).name
+    said = f"tilelabel: terminated ({name}); --resume finishes the labels\n"
+    assert (proc.returncode, err) == (128 + sig, said)
+    idle(client)
+    assert not (out / ".tilelabel" / "lease.json").exists()
+    assert zarr.open_array(str(out)).attrs["tilelabel"]["complete"] is False
+    marked = [p for p in (out / ".tilelabel").glob("*/*")]
+    resumed = command(*args, "--resume")
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    assert f"resuming: {len(marked)} of 27 chunks written already" in err
+    arr = zarr.open_array(str(out))
+    np.testing.assert_array_equal(arr[...], expected(img))
+    assert arr.attrs["tilelabel"]["complete"] is True
+
+
+def test_sigterm_before_the_output_is_made_leaves_nothing(tmp_path, client, sched, volume):
+    """SIGTERM in the labeling pass (the workers held still): nothing of the output was made,
+    so nothing is left, and a --resume labels anew."""
+    img, src = volume
+    out = tmp_path / "out.zarr"
+    args = [src, out, "--scheduler", sched, "--chunks", "32,32,32"]
+    pids = worker_pids(client)
+    with stopped(pids):
+        proc = command(*args, "-q")
+        soon(lambda: proc.poll() is not None or (out / ".tilelabel" / "lease.json").exists())
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and err.count("\n") == 1, err
+    idle(client)
+    assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
+    resumed = command(*args, "--resume", "-q")
+    assert resumed.wait(300) == 0, resumed.stderr.read()
+    np.testing.assert_array_equal(zarr.open_array(str(out))[...], expected(img))
+
+
+def test_ctrl_c_at_a_terminal_prints_one_line_not_the_workers_tracebacks(tmp_path):
+    """Ctrl-C at a terminal reaches the whole process group: the command's own local cluster's
+    workers leave it to the command, which says it was interrupted in one line."""
+    img = random_volume((128, 128, 128), 0.3, seed=5)
+    src = write_zarr(tmp_path / "in.zarr", img, (16, 16, 16))
+    out = tmp_path / "out.zarr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tilelabel.cli", "label", src, str(out), "--workers", "2", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own, as a terminal's job
+    )
+    soon(lambda: writing_began(out, proc), timeout=300)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (130, "tilelabel: interrupted\n")
+    assert not out.exists()
+
+
 API_RUN = """
 import json, sys
 import tilelabel

@@ -24,21 +24,21 @@ def quiet_logs() -> int:
     return max(logging.getLogger("distributed").getEffectiveLevel(), logging.INFO)
 
 
-def cpu_cluster(shape: ClusterShape) -> LocalCluster:
-    """A ``LocalCluster`` of ``shape``'s worker processes."""
+def cpu_cluster(shape: ClusterShape, **kwargs) -> LocalCluster:
+    """A ``LocalCluster`` of ``shape``'s worker processes (``kwargs`` go to it)."""
+    kwargs.setdefault("silence_logs", quiet_logs())
     return LocalCluster(
-        n_workers=shape.workers,
-        threads_per_worker=shape.threads,
-        processes=True,
-        silence_logs=quiet_logs(),
+        n_workers=shape.workers, threads_per_worker=shape.threads, processes=True, **kwargs
     )
 
 
 def local_cluster(backend: str, workload: Workload, workers: int | None = None) -> Any:
     """The local cluster of ``backend`` for ``workload`` (``workers``: its processes, or with
-    ``cuda`` its GPUs), of the shape the backend's resources advise."""
+    ``cuda`` its GPUs), of the shape the backend's resources advise; its workers leave SIGINT
+    to this process (:mod:`.interrupts`)."""
     shape = for_backend(backend).cluster_shape(workload, workers=workers)
-    return gpu_cluster(shape) if shape.gpus else cpu_cluster(shape)
+    make = gpu_cluster if shape.gpus else cpu_cluster
+    return make(shape, preload=["tilelabel.cluster.interrupts"])
 
 
 def cuda_cluster(

@@ -18,6 +18,7 @@ A run keeps a record beside its labels, in ``<output>/.tilelabel/``:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -135,20 +136,32 @@ def _read(fs, path: str) -> Holder | None:
 def _create(fs, path: str, data: bytes) -> None:
     """Write ``data`` at ``path`` where nothing is; FileExistsError where something is."""
     try:
-        with fs.open(path, "xb") as f:
-            f.write(data)
+        f = fs.open(path, "xb")
     except (ValueError, NotImplementedError):  # no exclusive writes in this store
         if fs.exists(path):
             raise FileExistsError(path) from None
         fs.pipe_file(path, data)
+        return
+    try:
+        with f:
+            f.write(data)
+    except OSError:  # a full disk: no empty lease left behind for the next run to meet
+        with contextlib.suppress(OSError):
+            fs.rm(path)
+        raise
 
 
 def _replace(fs, path: str, data: bytes) -> None:
     """Write ``data`` at ``path`` at once: readers see the old bytes or the new, never part."""
     if "file" in fs.protocol or "local" in fs.protocol:
         tmp = f"{path}.{uuid.uuid4().hex}"
-        fs.pipe_file(tmp, data)
-        os.replace(tmp, path)
+        try:
+            fs.pipe_file(tmp, data)
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                fs.rm(tmp)
+            raise
     else:  # an object store's put replaces the object whole
         fs.pipe_file(path, data)
 
@@ -179,7 +192,9 @@ class Lease:
         made, above = None, path
         while above and not fs.exists(above):
             made, above = above, posixpath.dirname(above.rstrip("/"))
-        fs.makedirs(f"{path}/{places.RECORD}", exist_ok=True)
+        record = f"{path}/{places.RECORD}"
+        new_record = not fs.exists(record)
+        fs.makedirs(record, exist_ok=True)
         run = run or uuid.uuid4().hex
         mine = Holder(run, socket.gethostname(), os.getpid(), time.time(), 0.0).renewed()
         lease = cls(root, mine, storage_options, made)
@@ -188,7 +203,13 @@ class Lease:
             try:
                 _create(fs, lease.path, data)
                 break
-            except FileExistsError:
+            except OSError as e:
+                if not isinstance(e, FileExistsError):  # a full disk: the folders made go
+                    gone = made if made is not None else record if new_record else None
+                    if gone is not None:
+                        with contextlib.suppress(OSError):
+                            fs.rm(gone, recursive=True)
+                    raise
                 other = _read(fs, lease.path)
                 if other is not None and other.live():
                     raise OutputBusy(busy(root, other)) from None
@@ -234,6 +255,15 @@ class Lease:
         for entry in self.fs.ls(self.dir, detail=False):
             if posixpath.basename(entry.rstrip("/")) not in (LEASE_FILE, self.run):
                 self.fs.rm(entry, recursive=True)
+
+    def leave(self) -> None:
+        """Stop renewing and give the output up where the lease is still this run's, keeping
+        the record of the chunks written (a resume takes it up)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.held():
+            self.fs.rm(self.path)
 
     def release(self, place: bool = False) -> None:
         """Stop renewing; where the lease is still this run's, remove the record, and where

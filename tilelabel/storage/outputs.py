@@ -264,6 +264,17 @@ class Output:
             places.remove(self.url, self.storage_options, keep=places.RECORD)
         self.lease.release(place=made)  # nothing of what was there is left: the place goes
 
+    def leave(self) -> None:
+        """Step 5b of a run stopped from outside (SIGTERM): where there are labels to resume
+        (made by this run or the one it resumes), they stay with the record of their chunks
+        and the lease is given up; where there are none, as :meth:`discard`."""
+        if self.lease is None:
+            return
+        if self.created is None and self.mode != "resume":
+            self.discard()
+        else:
+            self.lease.leave()
+
 
 def _refuse_nesting(url: str, inputs: dict[str, str], name: str = "output") -> None:
     """Refuse an output (``name``: which) that is, holds or lies inside one of ``inputs``

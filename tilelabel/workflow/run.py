@@ -2,7 +2,8 @@
 (:mod:`tilelabel.workflow`).
 
 A run that fails or is interrupted cancels its tasks, waits for the writes in flight and removes
-what it made of its output; its error is what the caller sees.
+what it made of its output; its error is what the caller sees. A run stopped from outside
+(:class:`.Terminated`) does the same but leaves its output to a resume.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tilelabel.workflow.labeling import label
 from tilelabel.workflow.merging import merge
 from tilelabel.workflow.opening import open_run, settle_backend
 from tilelabel.workflow.planning import build_graph, plan_run
-from tilelabel.workflow.state import Result, Run, Submitted
+from tilelabel.workflow.state import Result, Run, Submitted, Terminated
 from tilelabel.workflow.writing import write
 
 if TYPE_CHECKING:
@@ -61,6 +62,9 @@ def label_zarr(
                     count, keepers = merge(run, ex, graph, submitted)  # 3-5. merge, number
                     created = write(run, ex, graph, submitted, run_plan, count, keepers)  # 6
             result = finish(run, ex, graph, submitted, created, count)  # 7. finish
+    except Terminated:
+        leave(run)
+        raise
     except BaseException:
         discard(run)
         raise
@@ -75,6 +79,15 @@ def discard(run: Run) -> None:
         run.output.discard()
     except Exception as e:
         log.warning("could not remove the unfinished output %s: %s", run.output.url, e)
+
+
+def leave(run: Run) -> None:
+    """A run stopped from outside: its output is left to ``--resume`` (:meth:`Output.leave`).
+    Never raises."""
+    try:
+        run.output.leave()
+    except Exception as e:
+        log.warning("could not give up the output %s: %s", run.output.url, e)
 
 
 @contextlib.contextmanager

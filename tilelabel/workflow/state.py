@@ -21,6 +21,15 @@ if TYPE_CHECKING:
     from tilelabel.storage import Output, Volume, ZarrSource
 
 
+class Terminated(KeyboardInterrupt):
+    """The run was told to stop from outside (SIGTERM or SIGHUP, ``signum``: a batch system's
+    time limit, ``kill``): it stops as at Ctrl-C, but leaves its output to ``--resume``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 @dataclass(frozen=True)
 class Where:
     """Where a run's tasks execute (:func:`tilelabel.workflow.executors.where`)."""

@@ -23,7 +23,7 @@ from tilelabel.pipeline.graph import Index, MergeGraph
 from tilelabel.pipeline.relabel import write_chunk
 from tilelabel.resources import RunPlan
 from tilelabel.storage import Created, ZarrTarget
-from tilelabel.workflow.state import Run, Submitted, attributes
+from tilelabel.workflow.state import Run, Submitted, Terminated, attributes
 
 if TYPE_CHECKING:
     from tilelabel.workflow.executors import Executor
@@ -88,8 +88,8 @@ def write(
     try:
         ex.wait(writes, "writing", run.progress)
         made_from_labels(ex, output, token)
-    except BaseException:
-        stop(run, ex, writes, token)
+    except BaseException as e:
+        stop(run, ex, writes, token, keep=isinstance(e, Terminated))
         raise
     run.lap("writing")
     return created
@@ -103,13 +103,14 @@ def made_from_labels(ex: Executor, output, token: str) -> None:
         ex.gather([ex.submit(task, key=key) for task, key in zip(tasks, keys, strict=True)])
 
 
-def stop(run: Run, ex: Executor, writes: list, token: str) -> None:
+def stop(run: Run, ex: Executor, writes: list, token: str, keep: bool = False) -> None:
     """A failed writing pass: the writes not started are cancelled, the output is closed to
-    new ones, and the writes in flight (``token``'s, on every worker still there) are waited
-    for. Never raises: the failure is what the caller sees."""
+    new ones (not where it is to be resumed, ``keep``), and the writes in flight (``token``'s,
+    on every worker still there) are waited for. Never raises: the failure is what the caller
+    sees."""
     steps = (
         ("cancelling the writes", lambda: ex.cancel(writes)),
-        ("closing the output", run.output.stop_writes),
+        ("closing the output", (lambda: None) if keep else run.output.stop_writes),
         ("waiting for the writes in flight", lambda: wait_for_writes(ex, token)),
     )
     for what, step in steps:
