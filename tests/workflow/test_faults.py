@@ -88,6 +88,19 @@ def writing_began(out: Path, proc: subprocess.Popen) -> bool:
     return proc.poll() is not None or any(p.is_file() for p in (out / "c").rglob("*"))
 
 
+def resumed_exact(args, marked: int, img) -> zarr.Array:
+    """``tilelabel label ARGS --resume`` (ARGS: input, output, ...) after a run that wrote
+    ``marked`` of 27 chunks: it says so, and its output is complete and exact."""
+    resumed = command(*args, "--resume")
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    assert f"resuming: {marked} of 27 chunks written already" in err
+    arr = zarr.open_array(str(args[1]))
+    np.testing.assert_array_equal(arr[...], expected(img))
+    assert arr.attrs["tilelabel"]["complete"] is True
+    return arr
+
+
 def interrupt_while_writing(client, out: Path, proc: subprocess.Popen) -> None:
     """SIGINT to ``proc`` once its writing pass has begun, the workers held still meanwhile
     (the writes they run stay in flight), and let go a second later."""
@@ -229,14 +242,7 @@ def test_sigterm_in_the_writing_pass_leaves_the_output_to_resume(
     idle(client)
     assert not (out / ".tilelabel" / "lease.json").exists()
     assert zarr.open_array(str(out)).attrs["tilelabel"]["complete"] is False
-    marked = [p for p in (out / ".tilelabel").glob("*/*")]
-    resumed = command(*args, "--resume")
-    _, err = resumed.communicate(timeout=300)
-    assert resumed.returncode == 0, err
-    assert f"resuming: {len(marked)} of 27 chunks written already" in err
-    arr = zarr.open_array(str(out))
-    np.testing.assert_array_equal(arr[...], expected(img))
-    assert arr.attrs["tilelabel"]["complete"] is True
+    resumed_exact(args, len(list((out / ".tilelabel").glob("*/*"))), img)
 
 
 def test_sigterm_before_the_output_is_made_leaves_nothing(tmp_path, client, sched, volume):
@@ -397,13 +403,7 @@ def test_resume_after_a_kill_writes_only_the_chunks_not_written(tmp_path, client
     done = {p: t for p, t in stored.items() if tuple(int(v) // 2 for v in p.parts[-3:]) in marked}
     assert done
 
-    resumed = command(*args, "--resume")
-    _, err = resumed.communicate(timeout=300)
-    assert resumed.returncode == 0, err
-    assert f"resuming: {len(marked)} of 27 chunks written already" in err
-    arr = zarr.open_array(str(out))
-    np.testing.assert_array_equal(arr[...], expected(img))
-    assert arr.attrs["tilelabel"]["complete"] is True
+    arr = resumed_exact(args, len(marked), img)
     assert {p: p.stat().st_mtime_ns for p in done} == done  # not written again
     assert sorted(os.listdir(out)) == ["c", "zarr.json"]
     # what the killed run kept on the workers went when the next run kept and dropped its own
