@@ -128,11 +128,11 @@ def _label(args: argparse.Namespace) -> int:
     if "INPUT" in missing:  # OUTPUT may be left out for an OME-Zarr image (labels into it)
         raise ValueError(f"missing {' and '.join(missing)} (give them as arguments or in --config)")
     options = Options(**opts)
-    for what in ("output", "stats"):
-        if str(getattr(options, what) or "").startswith("memory://"):
+    for what, url in (("output", options.output), ("statistics table", options.table)):
+        if str(url or "").startswith("memory://"):
             raise ValueError(
-                f"{what} {getattr(options, what)} is in this process's memory, which ends with "
-                "the command: write it to a path or a store that outlives it"
+                f"{what} {url} is in this process's memory, which ends with the command: "
+                "write it to a path or a store that outlives it"
             )
     if options.cluster is not None:  # an allocation's other tasks serve the run, then exit
         from tilelabel.cluster.jobqueue import serve_unless_client

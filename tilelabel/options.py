@@ -380,6 +380,11 @@ class Options:
         group=_OME,
     )
 
+    @property
+    def table(self) -> str | None:
+        """Where the statistics table is written (``stats`` as a path or URL; None: no file)."""
+        return None if isinstance(self.stats, bool) or self.stats is None else str(self.stats)
+
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value, check = getattr(self, f.name), f.metadata["spec"].check

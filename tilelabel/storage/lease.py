@@ -256,12 +256,15 @@ class Lease:
             if posixpath.basename(entry.rstrip("/")) not in (LEASE_FILE, self.run):
                 self.fs.rm(entry, recursive=True)
 
-    def leave(self) -> None:
-        """Stop renewing and give the output up where the lease is still this run's, keeping
-        the record of the chunks written (a resume takes it up)."""
+    def _stop_renewing(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+    def leave(self) -> None:
+        """Stop renewing and give the output up where the lease is still this run's, keeping
+        the record of the chunks written (a resume takes it up)."""
+        self._stop_renewing()
         if self.held():
             self.fs.rm(self.path)
 
@@ -269,9 +272,7 @@ class Lease:
         """Stop renewing; where the lease is still this run's, remove the record, and where
         nothing else is left there the place too if the run made it (or ``place``: it removed
         what was there), with the folders above it that the run made."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._stop_renewing()
         if not self.held():
             return
         self.fs.rm(self.dir, recursive=True)

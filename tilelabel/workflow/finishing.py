@@ -5,7 +5,6 @@ the run's), the statistics table collected (:mod:`.tables`), and the run's
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import TYPE_CHECKING
 
@@ -42,7 +41,7 @@ def finish(
                 run.stats.spacing,
                 run.labeler.multilabel,
             ),
-            path=None if stats is True else os.fspath(stats),
+            path=run.options.table,
             frame=stats is True,
             raster=run.stats.order == "raster",
         )

@@ -103,14 +103,13 @@ def open_run(
         resume=o.resume,
         inputs=inputs,
     )
-    if o.stats not in (None, False, True):  # a table to write: an output of the run too
-        table = os.fspath(o.stats)
+    if o.table is not None:  # a table to write: an output of the run too
         if output.mode != "done":
             inputs["labels output"] = output.url
-            check_table(table, inputs, o.overwrite or o.force, o.storage_options)
-        elif not places.filesystem(table, o.storage_options)[0].exists(table):
+            check_table(o.table, inputs, o.overwrite or o.force, o.storage_options)
+        elif not _exists(o.table, o.storage_options):
             raise ValueError(
-                f"output {output.url} is complete but has no statistics table at {table}; "
+                f"output {output.url} is complete but has no statistics table at {o.table}; "
                 "pass overwrite=True (--overwrite) to label again with the table"
             )
     intensity = None
@@ -142,6 +141,11 @@ def open_run(
         workload = Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize)
         run = dataclasses.replace(run, options=o, workload=workload)
     return run
+
+
+def _exists(url: str, storage_options: dict | None) -> bool:
+    fs, path = places.filesystem(url, storage_options)
+    return fs.exists(path)
 
 
 def resumed(run: Run) -> Options:

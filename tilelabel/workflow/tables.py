@@ -24,6 +24,8 @@ class ParquetSink:
         import pyarrow as pa
 
         self.path = path
+        self._fs, where = filesystem(path)
+        self._at, self._partial = where, partial_path(where)
         self._file = None
         empty = empty_columns(names)
         self.schema = pa.schema(
@@ -52,10 +54,9 @@ class ParquetSink:
         self.rows += n
 
     def _open(self) -> None:
-        import fsspec
         import pyarrow.parquet as pq
 
-        self._file = fsspec.open(partial_path(self.path), "wb").open()
+        self._file = self._fs.open(self._partial, "wb")
         self._writer = pq.ParquetWriter(self._file, self.schema)
 
     def close(self) -> None:
@@ -64,17 +65,15 @@ class ParquetSink:
             self._open()
         self._writer.close()
         self._file.close()
-        fs, path = filesystem(self.path)
-        fs.mv(partial_path(path), path)
+        self._fs.mv(self._partial, self._at)
 
     def abandon(self) -> None:
         """A table not finished: what was written of it goes (never raises)."""
         with contextlib.suppress(Exception):
             if self._file is not None:
                 self._file.close()
-            fs, path = filesystem(self.path)
-            if fs.exists(partial_path(path)):
-                fs.rm(partial_path(path))
+            if self._fs.exists(self._partial):
+                self._fs.rm(self._partial)
 
 
 def collect(gather, futures, idxs, names, path=None, frame=False, metadata=None, raster=True):
