@@ -114,6 +114,11 @@ class Backend(Protocol):
 
     def to_host(self, arr: Any) -> np.ndarray: ...
 
+    def fingerprint(self, block: Any) -> int:
+        """The checksum of a block's bytes (:mod:`tilelabel.kernels.cpu.fingerprint`), the same
+        number whether the block is on the host or the backend's device."""
+        ...
+
     def values_at(self, block: Any, flat: np.ndarray) -> np.ndarray:
         """The values of a block (on the host or this backend's device) at the raster indices
         ``flat``, as a host array."""

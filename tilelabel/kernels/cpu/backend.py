@@ -53,6 +53,11 @@ class CPUBackend(Backend):
     def to_host(self, arr):
         return np.asarray(arr)
 
+    def fingerprint(self, block):
+        from tilelabel.kernels.cpu.fingerprint import fingerprint
+
+        return fingerprint(np.asarray(block))
+
     def arrays(self):
         return contextlib.nullcontext(np)
 

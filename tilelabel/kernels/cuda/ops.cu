@@ -109,3 +109,35 @@ __global__ void pack_frames(const u8* __restrict__ src, i64 stride, const u64* _
     u8* to = dst + offsets[k];
     for (i64 i = threadIdx.x; i < (i64)sizes[k]; i += blockDim.x) to[i] = from[i];
 }
+
+// The checksum of tilelabel.kernels.cpu.fingerprint, the same number: word i of the bytes
+// (little-endian, the last padded with zeros) adds splitmix64(word + (i + 1) * golden) to a sum
+// modulo 2^64. Each warp sums its words, its first lane adds them to the block's, the block's
+// first thread to *out (zeroed by the caller).
+__device__ __forceinline__ u64 splitmix(u64 z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+__global__ void fingerprint(const u8* __restrict__ bytes, i64 size, u64* __restrict__ out) {
+    __shared__ u64 block_sum;
+    if (threadIdx.x == 0) block_sum = 0;
+    __syncthreads();
+    const i64 whole = size / 8, words = whole + (size % 8 != 0);
+    const u64* w = (const u64*)bytes;
+    u64 h = 0;
+    GRID_STRIDE(i, words) {
+        u64 v = 0;
+        if (i < whole) {
+            v = w[i];
+        } else {
+            for (i64 b = whole * 8; b < size; ++b) v |= (u64)bytes[b] << (8 * (b - whole * 8));
+        }
+        h += splitmix(v + (u64)(i + 1) * 0x9E3779B97F4A7C15ULL);
+    }
+    for (int off = 16; off > 0; off >>= 1) h += __shfl_down_sync(0xffffffffu, h, off);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&block_sum, h);
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(out, block_sum);
+}

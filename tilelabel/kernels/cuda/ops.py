@@ -35,7 +35,7 @@ _BYTES = ("tiles_gather", "tiles_scatter", "strided_copy", "gather")
 
 def instantiations() -> dict[str, set[str]]:
     """Every name expression of ``ops.cu`` (:mod:`.shipped`)."""
-    names = {"pack_bits", "unpack_bits", "pack_frames"}
+    names = {"pack_bits", "unpack_bits", "pack_frames", "fingerprint"}
     names |= {f"fill<{t}>" for t in FILL.values()}
     names |= {f"nonzero<{v}>" for v in set(VALUE.values())}
     names |= {f"{k}<{w}>" for k, w in itertools.product(_BYTES, WIDTH.values())}
@@ -196,3 +196,19 @@ def pack_frames(frames: Any, stride: int, sizes: Any, offsets: np.ndarray, total
         args = (frames, np.int64(stride), sizes, cp.asarray(offsets.astype(np.int64)), out)
         _fn("pack_frames")((n,), (256,), args)
     return out[:total]
+
+
+#: blocks of the checksum's grid: each adds its sum to the result once
+_FINGERPRINT_BLOCKS = 1024
+
+
+def fingerprint(block: Any) -> int:
+    """:func:`tilelabel.kernels.cpu.fingerprint.fingerprint` of a device array, on the device."""
+    import cupy as cp
+
+    data = contiguous(block).reshape(-1).view(np.uint8)
+    out = cp.zeros(1, np.uint64)
+    if data.size:
+        blocks = max(min(-(-data.size // (8 * 256)), _FINGERPRINT_BLOCKS), 1)
+        _fn("fingerprint")((blocks,), (256,), (data, np.int64(data.size), out))
+    return int(out.get()[0])
