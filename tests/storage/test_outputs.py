@@ -71,7 +71,7 @@ def test_a_statistics_table_is_an_output_too(tmp_path, sched, capsys):
     """--stats PATH is checked before any work as the labels output is: not the input, the
     intensity image or the labels output, nor inside them; not a directory; replaced only
     with --overwrite; writable. It is written whole (under a partial name, then moved) before
-    the labels are marked complete, and a complete output without its table says so."""
+    the labels are marked complete, and --resume writes a complete output's missing table."""
     img = random_volume((16, 16, 16), 0.3, seed=1)
     src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
     vals = write_zarr(tmp_path / "vals.zarr", img.astype(np.float32), (8, 8, 8))
@@ -110,11 +110,43 @@ def test_a_statistics_table_is_an_output_too(tmp_path, sched, capsys):
     assert sorted(os.listdir(tmp_path)) == sorted(
         ["a-dir", "in.zarr", "out.zarr", "plain.txt", "taken.parquet", "vals.zarr"]
     )
-    # complete with its table: nothing to do; without it: said, not passed over
+    # complete with its table: nothing to do; without it, --resume writes it, labels untouched
     assert label(src, out, "--stats", table, "--resume", "--scheduler", sched) == 0
+    whole = pd.read_parquet(table)
+    stored = {p: p.stat().st_mtime_ns for p in (out / "c").rglob("*") if p.is_file()}
     table.unlink()
-    assert label(src, out, "--stats", table, "--resume", "--scheduler", sched) == 2
-    assert "is complete but has no statistics table" in capsys.readouterr().err
+    assert label(src, out, "--stats", table, "--resume", "--scheduler", sched) == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(table), whole)
+    assert {p: p.stat().st_mtime_ns for p in stored} == stored
+    assert sorted(os.listdir(out)) == ["c", "zarr.json"]
+    assert zarr.open_array(str(out)).attrs["tilelabel"]["complete"] is True
+
+
+def test_resume_writes_a_missing_table_only_of_the_input_the_labels_came_from(tmp_path, capsys):
+    """Complete labels made without a table get one from --resume --stats; once the input
+    has changed since, that is refused (the table would not describe the labels), and the
+    labels stay complete and unchanged."""
+    import pandas as pd
+
+    img = random_volume((24, 24, 24), 0.3, seed=4)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    out, table = tmp_path / "out.zarr", tmp_path / "t.parquet"
+    assert label(src, out, "--chunks", "8,8,8", "--backend", "cpu") == 0
+    assert label(src, out, "--stats", table, "--resume", "--backend", "cpu") == 0
+    ref, n = ndimage.label(img, FULL3)
+    t = pd.read_parquet(table)
+    assert len(t) == n
+    np.testing.assert_array_equal(t["num_pixels"], np.bincount(ref.ravel())[1:])
+    np.testing.assert_array_equal(zarr.open_array(str(out))[...], ref)
+    table.unlink()
+    zarr.open_array(src, mode="r+")[...] = img[::-1]  # the same count of components
+    assert label(src, out, "--stats", table, "--resume", "--backend", "cpu") == 2
+    err = capsys.readouterr().err
+    assert "holds labels made from another input" in err and err.count("\n") == 1, err
+    assert not table.exists() and sorted(os.listdir(out)) == ["c", "zarr.json"]
+    arr = zarr.open_array(str(out))
+    assert arr.attrs["tilelabel"]["complete"] is True
+    np.testing.assert_array_equal(arr[...], ref)
 
 
 def test_fsspec_urls_are_compared_by_store_prefix(tmp_path):

@@ -88,6 +88,11 @@ def writing_began(out: Path, proc: subprocess.Popen) -> bool:
     return proc.poll() is not None or any(p.is_file() for p in (out / "c").rglob("*"))
 
 
+def marks(out: Path) -> list[Path]:
+    """The chunks a run recorded as written in ``out``."""
+    return [p for p in (out / ".tilelabel").glob("*/*") if p.name.replace(".", "").isdigit()]
+
+
 def resumed_exact(args, marked: int, img) -> zarr.Array:
     """``tilelabel label ARGS --resume`` (ARGS: input, output, ...) after a run that wrote
     ``marked`` of 27 chunks: it says so, and its output is complete and exact."""
@@ -242,7 +247,7 @@ def test_sigterm_in_the_writing_pass_leaves_the_output_to_resume(
     idle(client)
     assert not (out / ".tilelabel" / "lease.json").exists()
     assert zarr.open_array(str(out)).attrs["tilelabel"]["complete"] is False
-    resumed_exact(args, len(list((out / ".tilelabel").glob("*/*"))), img)
+    resumed_exact(args, len(marks(out)), img)
 
 
 def test_sigterm_before_the_output_is_made_leaves_nothing(tmp_path, client, sched, volume):
@@ -384,12 +389,8 @@ def test_resume_after_a_kill_writes_only_the_chunks_not_written(tmp_path, client
     out = tmp_path / "out.zarr"
     args = [src, out, "--scheduler", sched]
     proc = command(*args, "--chunks", "32,32,32", "-q")
-
-    def marks():
-        return [p for p in (out / ".tilelabel").glob("*/*") if p.name != "lease.json"]
-
     pids = worker_pids(client)
-    soon(lambda: proc.poll() is not None or len(marks()) >= 3)
+    soon(lambda: proc.poll() is not None or len(marks(out)) >= 3)
     with stopped(pids):  # the writing pass held where it is while the command is killed
         proc.kill()
         proc.wait()
@@ -397,7 +398,7 @@ def test_resume_after_a_kill_writes_only_the_chunks_not_written(tmp_path, client
     assert zarr.open_array(str(out)).attrs["tilelabel"]["complete"] is False
     again = command(*args, "-q")
     assert again.wait(120) == 2 and "--resume" in again.stderr.read()
-    marked = {tuple(int(v) for v in p.name.split(".")) for p in marks()}
+    marked = {tuple(int(v) for v in p.name.split(".")) for p in marks(out)}
     assert 3 <= len(marked) < 27
     stored = {p: p.stat().st_mtime_ns for p in (out / "c").rglob("*") if p.is_file()}
     done = {p: t for p, t in stored.items() if tuple(int(v) // 2 for v in p.parts[-3:]) in marked}
@@ -468,3 +469,32 @@ def test_a_worker_killed_at_any_point_of_the_run_is_survived(tmp_path, client, k
     arr = zarr.open_array(str(tmp_path / "out.zarr"))
     np.testing.assert_array_equal(arr[...], expected(img))
     assert arr.attrs["tilelabel"]["complete"] is True and arr.attrs["tilelabel"]["components"] == n
+
+
+def test_a_resume_refuses_an_input_changed_since_and_leaves_the_output_to_resume(
+    tmp_path, client, sched, volume
+):
+    """The input rewritten in place after a SIGTERM (its mirror image: the same shape, the same
+    count of components): --resume names a changed chunk and exits 2, leaving the output as
+    it was; with the input back as it was, --resume finishes it exact."""
+    img, src = volume
+    out = tmp_path / "out.zarr"
+    args = [src, out, "--scheduler", sched, "--chunks", "32,32,32"]
+    proc = command(*args, "-q")
+    pids = worker_pids(client)
+    soon(lambda: writing_began(out, proc))
+    with stopped(pids):
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+    assert proc.wait(120) == 143, proc.stderr.read()
+    idle(client)
+    before = sorted(str(p) for p in out.rglob("*"))
+    zarr.open_array(src, mode="r+")[...] = img[::-1]
+    refused = command(*args, "--resume")
+    _, err = refused.communicate(timeout=300)
+    assert refused.returncode == 2, err
+    assert "changed since the interrupted run read it (chunk (" in err, err
+    assert "--overwrite to label it again" in err
+    assert sorted(str(p) for p in out.rglob("*")) == before
+    zarr.open_array(src, mode="r+")[...] = img
+    resumed_exact(args, len(marks(out)), img)

@@ -89,6 +89,8 @@ class MergeGraph:
     table_keys: dict[Index, Key] = field(default_factory=dict)
     #: per chunk index, where its labels may be kept for the writing pass (None: nowhere)
     slots: dict[Index, kept.Slot | None] = field(default_factory=dict)
+    #: with fingerprints: the key of every chunk's checksum, in raster order (:func:`checksums`)
+    prints_key: Key | None = None
 
     def key(self, name: str, index: tuple[int, ...] = ()) -> Key:
         """The key of task ``name`` (see :func:`task_key`)."""
@@ -115,6 +117,7 @@ def build(
     intensity: Source | None = None,
     keep_budget: int = 0,
     keep_input_budget: int = 0,
+    fingerprints: bool = False,
 ) -> MergeGraph:
     """From chunk blocks to per-chunk lookup specs and the component count.
 
@@ -122,6 +125,7 @@ def build(
     if given), their merge across borders, a size filter and per-chunk table rows.
     ``keep_budget``, ``keep_input_budget``: bytes of labels, and of bit-packed input, per
     worker that the labeling pass may keep for the writing pass (:mod:`tilelabel.pipeline.kept`).
+    ``fingerprints``: the checksum of every chunk's input as read (``prints_key``).
     """
     t = Tasks(source.token or uuid.uuid4().hex)
     keeping = keep_budget > 0 or keep_input_budget > 0
@@ -129,7 +133,7 @@ def build(
         idx: kept.Slot(t.token, idx, keep_budget, keep_input_budget) if keeping else None
         for idx in plan.indices()
     }
-    _label_stage(t, plan, source, labeler, stats, intensity, slots)  # step 2
+    _label_stage(t, plan, source, labeler, stats, intensity, slots, fingerprints)  # step 2
     _pair_stage(t, plan, labeler.connectivity)  # step 3
     merge_tree = tree.Tree(plan.grid, plan.wrap)
     _resolve_stage(t, merge_tree, plan)  # step 4
@@ -138,6 +142,7 @@ def build(
     _spec_stage(t, merge_tree, plan, offsets, drop, reorder)
     if stats is not None and stats.table:
         _table_stage(t, plan, stats.spacing)
+    prints = _prints_stage(t, plan) if fingerprints else None
     deps = list(source.dependencies) + (list(intensity.dependencies) if intensity else [])
     graph = HighLevelGraph.from_collections(count_name, t.dsk, dependencies=deps)
     idxs = list(plan.indices())
@@ -152,10 +157,11 @@ def build(
         layer=count_name,
         table_keys={i: t.key("table", i) for i in idxs} if stats and stats.table else {},
         slots=slots,
+        prints_key=prints,
     )
 
 
-def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots) -> None:
+def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots, prints) -> None:
     """Each chunk's summary (:func:`local.summarize`), and its parts as tasks of their own."""
     for idx in plan.indices():
         inputs = [source.block(idx)] + ([intensity.block(idx)] if intensity is not None else [])
@@ -171,6 +177,7 @@ def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots) -> No
             moments=stats is not None and stats.moments,
             keys=stats is not None and stats.keys,
             keep=None if slot is None else functools.partial(kept.put, slot),
+            fingerprint=prints,
         )
         t.add("borders", idx, operator.attrgetter("borders"), summary)
         counts = t.add("counts", idx, operator.attrgetter("counts"), summary)
@@ -178,6 +185,23 @@ def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots) -> No
         if stats is not None:
             rows = t.add("stats", idx, operator.attrgetter("stats"), summary)
             t.add("bstats", idx, stats_mod.border_rows, rows, counts)
+
+
+def checksums(prints: list[int], *, at: np.ndarray) -> np.ndarray:
+    """The chunks' checksums as one array: a row per chunk (raster order), its grid index
+    (``at``) then its checksum."""
+    return np.column_stack([at.astype(np.uint64), np.array(prints, np.uint64)])
+
+
+def _prints_stage(t: Tasks, plan: ChunkPlan) -> Key:
+    """Every chunk's checksum, in one small task (a few bytes a chunk)."""
+    idxs = list(plan.indices())
+    prints = [
+        t.add("print", idx, operator.attrgetter("fingerprint"), t.key("summary", idx))
+        for idx in idxs
+    ]
+    at = np.array(idxs, np.int64).reshape(-1, plan.ndim)
+    return t.add("prints", (), checksums, prints, at=at)
 
 
 def _pair_stage(t: Tasks, plan: ChunkPlan, connectivity: int) -> None:

@@ -110,6 +110,8 @@ class Summary:
     counts: Counts
     #: with statistics: every local label's row (:meth:`Backend.label_stats`), global coordinates
     stats: dict[str, np.ndarray] | None = None
+    #: the checksum of the block's bytes (:meth:`Backend.fingerprint`), where asked for
+    fingerprint: int | None = None
 
 
 def sizeof_fields(obj: object) -> int:
@@ -217,6 +219,7 @@ def summarize(
     keys: bool = False,
     intensity: np.ndarray | None = None,
     keep: Callable[..., object] | None = None,
+    fingerprint: bool = False,
 ) -> Summary:
     """Label one chunk and return what the merge and the numbering need from it.
 
@@ -224,6 +227,7 @@ def summarize(
     ``moments``, their second moments too; with ``keys``, each one's key as field ``key``).
     ``keep(labels, n, pack)`` is handed the chunk's labels (device or host, the backend's own)
     and a function that packs its foreground to bits, for the writing pass to reuse either.
+    With ``fingerprint``, the checksum of the block as read (a resumed run compares it).
     """
     check_no_nan(block, chunk.offset, chunk.where)  # visible only once data is read
     if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
@@ -232,6 +236,7 @@ def summarize(
             f"input's {block.shape}"
         )
     be = get_backend(labeler.backend)
+    checksum = be.fingerprint(block) if fingerprint else None
     fg = labeler.image(block)  # on the device: labeled, and packed if kept
     table = None
     if stats:  # the statistics' pass finds the first voxels too
@@ -255,7 +260,7 @@ def summarize(
     starts = np.searchsorted(first, np.arange(1, rows + 1, dtype=np.int64) * x)
     row_counts = np.diff(starts, prepend=0).astype(row_count_dtype(x))
     counts = Counts(n, row_counts.reshape(chunk.shape[:-1]), borders.ids, borders.keys)
-    return Summary(borders, counts, table)
+    return Summary(borders, counts, table, checksum)
 
 
 def summary_task(
@@ -268,6 +273,7 @@ def summary_task(
     moments: bool = False,
     keys: bool = False,
     keep: Callable[..., object] | None = None,
+    fingerprint: bool = False,
 ) -> Summary:
     """The labeling pass's task: ``block`` and ``intensity`` are blocks or readers of them
     (:func:`materialize`)."""
@@ -281,4 +287,5 @@ def summary_task(
         keys=keys,
         intensity=values,
         keep=keep,
+        fingerprint=fingerprint,
     )

@@ -13,6 +13,8 @@ A run keeps a record beside its labels, in ``<output>/.tilelabel/``:
    complete, the lease must still name the run.
 4. **mark** (:class:`Marks`): each write records its chunk in ``.tilelabel/<run id>/`` once the
    chunk is stored; a resumed run (the same id) writes only the chunks not recorded there.
+   Before the first write the run records there the checksums of the input's chunks as it
+   read them, which a resumed run compares with its own.
 5. **release** (:meth:`Lease.release`): the record goes when the run ends, complete or failed.
 """
 
@@ -29,6 +31,8 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from tilelabel.storage import places
 from tilelabel.storage.arrays import normalize_url
 from tilelabel.storage.errors import OutputBusy, OutputTaken
@@ -41,6 +45,8 @@ LEASE_SECONDS = 60.0
 RENEW_SECONDS = 10.0
 
 LEASE_FILE = "lease.json"
+#: beside a run's marks: the checksums of the input's chunks as the run read them
+INPUT_FILE = "input.fingerprint"
 
 
 def _alive(pid: int) -> bool:
@@ -93,6 +99,20 @@ class Marks:
         """Record chunk ``index`` as written (call once its data is stored)."""
         fs, path = places.filesystem(self.url, self.storage_options)
         fs.pipe_file(f"{path}/{'.'.join(map(str, index))}", b"")
+
+    def record_input(self, prints: np.ndarray) -> None:
+        """Record the checksums of the input's chunks as this run read them (before any
+        write: a resumed run compares its own)."""
+        fs, path = places.filesystem(self.url, self.storage_options)
+        fs.pipe_file(f"{path}/{INPUT_FILE}", np.asarray(prints, "<u8").tobytes())
+
+    def recorded_input(self) -> np.ndarray | None:
+        """The checksums :meth:`record_input` recorded (None: none)."""
+        fs, path = places.filesystem(self.url, self.storage_options)
+        try:
+            return np.frombuffer(fs.cat_file(f"{path}/{INPUT_FILE}"), "<u8")
+        except FileNotFoundError:
+            return None
 
     def written(self) -> set[tuple[int, ...]]:
         """The chunks recorded as written."""

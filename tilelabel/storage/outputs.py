@@ -4,7 +4,8 @@
    inside an input is refused, and so is one ``overwrite`` may not replace (a file, or a
    directory of other things, need ``force``); what is there sets the run's
    :attr:`Output.mode`: ``new``, ``replace``, ``resume`` (an interrupted run's unfinished labels,
-   with ``resume``) or ``done`` (complete already, with ``resume``);
+   with ``resume``) or ``done`` (complete already, with ``resume``; the run makes it ``table``
+   where the labels' statistics table is missing: it writes the table and leaves the labels);
 2. **take** (:meth:`Output.take`, the last check before any work): the run's lease on the place
    (:mod:`.lease`), so that a place another run writes, or one that cannot be written, is
    refused here rather than after the labeling;
@@ -153,7 +154,7 @@ class Output:
     """Where a run writes, and how far it has got there (see the module's steps)."""
 
     layout: Layout
-    #: ``new``, ``replace``, ``resume`` or ``done`` (see :func:`open_output`)
+    #: ``new``, ``replace``, ``resume``, ``done`` or ``table`` (see :func:`open_output`)
     mode: str
     #: the tilelabel attributes of the labels found there (``resume``, ``done``)
     record: dict | None = None
@@ -173,7 +174,7 @@ class Output:
 
     def take(self) -> None:
         """Step 2: the lease (a resumed run takes it under the interrupted run's id)."""
-        run = self.record.get("run") if self.mode == "resume" else None
+        run = self.record.get("run") if self.mode in ("resume", "table") else None
         try:
             if self.clear_file:
                 places.remove(self.url, self.storage_options)
@@ -210,9 +211,25 @@ class Output:
         self.created = created
         return created
 
+    def open_complete(self, count: int, checksum: str | None) -> Created:
+        """Step 3 of a run that only writes the table of complete labels (``table``): they
+        are opened as they are, once they prove to be of this input (``checksum``:
+        :func:`tilelabel.workflow.state.input_checksum`) with ``count`` components."""
+        self.lease.check()
+        made = self.record.get("input_checksum")
+        if made is None or made != checksum or self.record.get("components") != count:
+            what = "another input" if made is not None else "an input it holds no checksum of"
+            raise ValueError(
+                f"output {self.url} holds labels made from {what}; pass overwrite=True "
+                "(--overwrite) to label again with the statistics table"
+            )
+        self.created = self.layout.open()
+        self._check_name(self.created.array)
+        return self.created
+
     def resumed_dtype(self) -> str | None:
         """The dtype of the labels a resumed run finishes (None: not resuming)."""
-        if self.mode not in ("resume", "done"):
+        if self.mode not in ("resume", "done", "table"):
             return None
         array = zarr.open_array(
             self.layout.array_url, mode="r", storage_options=self.storage_options
@@ -256,8 +273,15 @@ class Output:
                     fs.rm(f"{path}/{key}")
 
     def discard(self) -> None:
-        """Step 5b: what the run made goes (never another run's), the lease is released."""
+        """Step 5b: what the run made goes (never another run's), the lease is released. A
+        resume refused before it opened the labels leaves them as it found them."""
         if self.lease is None:
+            return
+        if self.mode == "resume" and self.created is None:
+            self.lease.leave()
+            return
+        if self.mode == "table":  # complete labels: only the lease goes
+            self.lease.release()
             return
         made = self.created is not None and self.lease.held()
         if made:
@@ -270,7 +294,7 @@ class Output:
         and the lease is given up; where there are none, as :meth:`discard`."""
         if self.lease is None:
             return
-        if self.created is None and self.mode != "resume":
+        if self.created is None and self.mode != "resume" or self.mode == "table":
             self.discard()
         else:
             self.lease.leave()

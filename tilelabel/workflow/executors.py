@@ -187,6 +187,7 @@ class ThreadExecutor:
         tables = [want(graph.table_keys[i]) for i in idxs if graph.table_keys]
         specs = [want(graph.spec_keys[i]) for i in idxs]
         count = want(graph.count_key)
+        prints = None if graph.prints_key is None else want(graph.prints_key)
 
         def pretask(key, dsk, state) -> None:
             if self.closed:
@@ -213,7 +214,7 @@ class ThreadExecutor:
         thread = threading.Thread(target=compute, name="tilelabel-graph", daemon=True)
         thread.start()
         self.graphs.append(thread)
-        return Submitted(counts=counts, specs=specs, tables=tables, count=count)
+        return Submitted(counts=counts, specs=specs, tables=tables, count=count, prints=prints)
 
     def keepers(self, graph: MergeGraph) -> dict[Index, str]:
         return {}  # what this process keeps, its writes find
@@ -331,7 +332,11 @@ class DaskExecutor:
             tables = [delayed(graph.table_keys[i]) for i in idxs if graph.table_keys]
             specs = [delayed(graph.spec_keys[i]) for i in idxs]
             count = delayed(graph.count_key)
-            *futures, count = client.compute([*tables, *specs, count], optimize_graph=False)
+            prints = [] if graph.prints_key is None else [delayed(graph.prints_key)]
+            *futures, count = client.compute(
+                [*tables, *specs, *prints, count], optimize_graph=False
+            )
+            prints = futures.pop() if prints else None
         except BaseException:
             placement.unplace_specs(client, plugin)
             raise
@@ -349,6 +354,7 @@ class DaskExecutor:
             specs=futures[len(tables) :],
             tables=futures[: len(tables)],
             count=count,
+            prints=prints,
         )
 
     def keepers(self, graph: MergeGraph) -> dict[Index, str]:

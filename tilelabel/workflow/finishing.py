@@ -45,7 +45,8 @@ def finish(
             frame=stats is True,
             raster=run.stats.order == "raster",
         )
-    attrs = attributes(run, count, graph.plan)
+    prints = None if submitted.prints is None else ex.result(submitted.prints)
+    attrs = attributes(run, count, graph.plan, prints)
     attrs["tilelabel"]["complete"] = True
     run.output.complete(attrs)  # checked still the run's, made visible, the lease released
     run.lap("finishing")  # the table written, marked complete

@@ -104,14 +104,11 @@ def open_run(
         inputs=inputs,
     )
     if o.table is not None:  # a table to write: an output of the run too
+        if output.mode == "done" and not _exists(o.table, o.storage_options):
+            output.mode = "table"  # complete labels without their table: the run writes it
         if output.mode != "done":
             inputs["labels output"] = output.url
             check_table(o.table, inputs, o.overwrite or o.force, o.storage_options)
-        elif not _exists(o.table, o.storage_options):
-            raise ValueError(
-                f"output {output.url} is complete but has no statistics table at {o.table}; "
-                "pass overwrite=True (--overwrite) to label again with the table"
-            )
     intensity = None
     if o.intensity is not None:
         if tuple(open_input(o.intensity, o.storage_options).shape) != volume.shape:
@@ -136,7 +133,7 @@ def open_run(
         progress=progress,
         started=started,
     )
-    if output.mode in ("resume", "done"):
+    if output.mode in ("resume", "done", "table"):
         o = resumed(run)
         workload = Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize)
         run = dataclasses.replace(run, options=o, workload=workload)

@@ -90,10 +90,13 @@ class Submitted:
     count: Any
     #: what else keeps the chunks' summaries alive until the count is known (a cluster's)
     summaries: list[Any] = field(default_factory=list)
+    #: every chunk's checksum, one array (None: not asked for)
+    prints: Any = None
 
     def futures(self) -> list[Any]:
         """Every future of the graph the run still holds."""
-        return [*self.summaries, *self.counts, *self.specs, *self.tables, self.count]
+        extra = [] if self.prints is None else [self.prints]
+        return [*self.summaries, *self.counts, *self.specs, *self.tables, self.count, *extra]
 
 
 @dataclass
@@ -122,9 +125,21 @@ class Result:
         )
 
 
-def attributes(run: Run, count: int | None, plan: ChunkPlan | None = None) -> dict:
+def input_checksum(prints: Any) -> str | None:
+    """One checksum of the input from its chunks' (:func:`tilelabel.pipeline.graph.checksums`),
+    recorded with complete labels (None: no chunk checksums)."""
+    if prints is None:
+        return None
+    import hashlib
+
+    return hashlib.blake2b(prints.astype("<u8").tobytes(), digest_size=8).hexdigest()
+
+
+def attributes(
+    run: Run, count: int | None, plan: ChunkPlan | None = None, prints: Any = None
+) -> dict:
     """What the output records of the run that made it (``complete`` only once it is; the run's
-    id is the output's to add)."""
+    id is the output's to add; ``prints``: the chunks' checksums of the input)."""
     meta: dict[str, Any] = {
         "version": __version__,
         "source": run.volume.url,
@@ -141,6 +156,8 @@ def attributes(run: Run, count: int | None, plan: ChunkPlan | None = None) -> di
         meta["wrap_axes"] = list(run.wrap)
     if plan is not None:  # the processing chunks, which a resumed run takes again
         meta["chunks"] = [int(c[0]) for c in plan.chunks]
+    if prints is not None:  # what writing a missing table proves the labels were made from
+        meta["input_checksum"] = input_checksum(prints)
     if run.stats is not None:  # what changes the labels, where it is not the default
         kept = {
             "min_size": run.stats.min_size,

@@ -17,13 +17,15 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tilelabel.dtypes import label_dtype
 from tilelabel.pipeline import relabel
 from tilelabel.pipeline.graph import Index, MergeGraph
 from tilelabel.pipeline.relabel import write_chunk
 from tilelabel.resources import RunPlan
 from tilelabel.storage import Created, ZarrTarget
-from tilelabel.workflow.state import Run, Submitted, Terminated, attributes
+from tilelabel.workflow.state import Run, Submitted, Terminated, attributes, input_checksum
 
 if TYPE_CHECKING:
     from tilelabel.workflow.executors import Executor
@@ -51,9 +53,20 @@ def write(
     if requested == "auto":
         requested = output.resumed_dtype() or "auto"
     dtype = label_dtype(count, requested)
-    created = output.create(dtype, attributes(run, count, graph.plan))
+    prints = None if submitted.prints is None else ex.result(submitted.prints)
+    if output.mode == "table":  # complete labels: their table is what the run writes
+        created = output.open_complete(count, input_checksum(prints))
+        run.lap("writing")
+        return created
     marks = output.marks()
-    written = marks.written() if output.mode == "resume" else set()
+    resumed = output.mode == "resume"
+    written = marks.written() if resumed else set()
+    recorded = marks.recorded_input() if resumed else None
+    if prints is not None and resumed:
+        unchanged(run, graph, recorded, prints, written)
+    created = output.create(dtype, attributes(run, count, graph.plan))
+    if prints is not None and recorded is None:
+        marks.record_input(prints)  # before any write
     if written:
         log.info("resuming: %d of %d chunks written already", len(written), graph.plan.nchunks)
     encoder = run.resources.encoder(run_plan, created)
@@ -93,6 +106,37 @@ def write(
         raise
     run.lap("writing")
     return created
+
+
+def unchanged(
+    run: Run,
+    graph: MergeGraph,
+    recorded: np.ndarray | None,
+    prints: np.ndarray,
+    written: set[Index],
+) -> None:
+    """Refuse to resume labels whose input changed since the interrupted run read it: the
+    chunks it wrote would not match the rest (``recorded``: that run's checksums, per chunk in
+    raster order; None where it recorded none, which only matters once it wrote a chunk)."""
+    url, hint = run.volume.url, "pass overwrite=True (--overwrite) to label it again"
+    width = prints.shape[1]
+    if recorded is None or recorded.size % width:
+        if written:
+            raise ValueError(
+                f"output {run.output.url} holds no record of the input its labels were made "
+                f"from; {hint}"
+            )
+        return
+    then = {tuple(row[:-1]): row[-1] for row in recorded.reshape(-1, width).tolist()}
+    now = {tuple(row[:-1]): row[-1] for row in prints.tolist()}
+    changed = sorted(i for i in then.keys() | now.keys() if then.get(i) != now.get(i))
+    if changed:
+        where = graph.plan.chunk(changed[0]).where
+        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+        raise ValueError(
+            f"input {url} changed since the interrupted run read it ({where}{more}): the "
+            f"labels written from it would not match; {hint}"
+        )
 
 
 def made_from_labels(ex: Executor, output, token: str) -> None:
