@@ -9,6 +9,8 @@ pipeline's tasks, the resources' budgets and the run's plan share this geometry.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -42,19 +44,33 @@ class Chunk:
         return f"chunk {self.index} at {self.offset}"
 
 
+#: the most chunks a grid may have: the merge names a border label by its chunk's place in
+#: the grid and its own place in the chunk, in 64 bits (:mod:`tilelabel.pipeline.tree`)
+MAX_GRID_CHUNKS = 1 << 39
+
+
 @dataclass(frozen=True)
 class ChunkPlan:
-    """Per-axis chunk sizes of the processing chunks (dask's ``chunks`` convention)."""
+    """Per-axis chunk sizes of the processing chunks (dask's ``chunks`` convention); with
+    ``stored``, only the chunks that hold stored data (the rest are background, and no step
+    of the pipeline visits them)."""
 
     shape: tuple[int, ...]
     chunks: tuple[tuple[int, ...], ...]
     #: the wrapped axes: the volume's faces on them touch each other (periodic boundaries)
     wrap: tuple[int, ...] = ()
+    #: the indices of the chunks that hold stored data, in raster order (None: every chunk)
+    stored: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         for axis, (s, c) in enumerate(zip(self.shape, self.chunks, strict=True)):
             if sum(c) != s or any(v <= 0 for v in c):
                 raise ValueError(f"chunks {c} do not tile axis {axis} of size {s}")
+        if math.prod(self.grid) > MAX_GRID_CHUNKS:
+            raise ValueError(
+                f"{math.prod(self.grid):,} chunks of up to {self.max_block_shape()} over shape "
+                f"{self.shape}: more than {MAX_GRID_CHUNKS:,}; use larger chunks (--chunks)"
+            )
 
     @property
     def ndim(self) -> int:
@@ -67,11 +83,34 @@ class ChunkPlan:
 
     @property
     def nchunks(self) -> int:
-        return math.prod(self.grid)
+        """The chunks the pipeline visits (those holding stored data, where known)."""
+        return math.prod(self.grid) if self.stored is None else len(self.stored)
 
     def indices(self) -> Iterator[tuple[int, ...]]:
-        """Chunk indices in C (raster) order."""
+        """The indices of the chunks the pipeline visits, in C (raster) order."""
+        if self.stored is not None:
+            return iter(self.stored)
         return itertools.product(*(range(g) for g in self.grid))
+
+    @functools.cached_property
+    def _stored(self) -> frozenset | None:
+        return None if self.stored is None else frozenset(self.stored)
+
+    def ordinal(self, index: Sequence[int]) -> int:
+        """A chunk's place in raster order of the whole grid."""
+        out = 0
+        for i, g in zip(index, self.grid, strict=True):
+            out = out * g + int(i)
+        return out
+
+    def holding(self, units: np.ndarray, unit: Sequence[int]) -> ChunkPlan:
+        """This plan visiting only the chunks that hold one of the stored ``units`` (each row the
+        index of a storage chunk of shape ``unit``; the chunks are whole multiples of it)."""
+        size = np.array([c[0] for c in self.chunks], np.int64)
+        held = np.unique(np.asarray(units, np.int64).reshape(-1, self.ndim) * unit // size, axis=0)
+        if len(held) == math.prod(self.grid):
+            return self
+        return dataclasses.replace(self, stored=tuple(tuple(map(int, i)) for i in held))
 
     def offset(self, index: Sequence[int]) -> tuple[int, ...]:
         return tuple(int(sum(c[:i])) for c, i in zip(self.chunks, index, strict=True))
@@ -98,9 +137,9 @@ class ChunkPlan:
             (i + s) % g if a in self.wrap else i + s
             for a, (i, s, g) in enumerate(zip(index, step, self.grid, strict=True))
         )
-        if all(0 <= v < g for v, g in zip(nb, self.grid, strict=True)):
-            return nb
-        return None
+        if not all(0 <= v < g for v, g in zip(nb, self.grid, strict=True)):
+            return None
+        return nb if self._stored is None or nb in self._stored else None
 
     def max_block_shape(self) -> tuple[int, ...]:
         return tuple(max(c) for c in self.chunks)
@@ -117,7 +156,21 @@ def plan_for_storage(
     chunks: Sequence[int] | None = None,
     target_voxels: int | None = None,
 ) -> ChunkPlan:
-    """Plan processing chunks over a store whose chunks are ``storage_chunks``.
+    """Plan processing chunks over a store whose chunks are ``storage_chunks``
+    (:func:`chunk_sizes`)."""
+    sizes = chunk_sizes(shape, storage_chunks, chunks, target_voxels)
+    shape = tuple(int(s) for s in shape)
+    return ChunkPlan(shape, tuple(regular_chunks(n, c) for n, c in zip(shape, sizes, strict=True)))
+
+
+def chunk_sizes(
+    shape: Sequence[int],
+    storage_chunks: Sequence[int],
+    chunks: Sequence[int] | None = None,
+    target_voxels: int | None = None,
+) -> tuple[int, ...]:
+    """The processing chunk's size along each axis, over a store whose chunks are
+    ``storage_chunks``.
 
     ``chunks`` (optional, per axis) must be whole multiples of the storage chunks; a chunk larger
     than the axis is clipped to it. Without ``chunks``, storage chunks are grown, smallest axis
@@ -158,7 +211,7 @@ def plan_for_storage(
                 break
             sizes[axis] = grown
         sizes = tuple(sizes)
-    return ChunkPlan(shape, tuple(regular_chunks(n, c) for n, c in zip(shape, sizes, strict=True)))
+    return sizes
 
 
 def plan_for_run(
@@ -168,16 +221,26 @@ def plan_for_run(
     threads: int,
     largest: int,
     min_tiles: int = 1,
+    stored: np.ndarray | None = None,
 ) -> ChunkPlan:
     """A run's plan: ``chunks`` when given, else chunks of at most ``largest`` voxels, made
     smaller for small volumes so that each of the cluster's ``threads`` worker threads gets two
-    chunks, but not below ``min_tiles`` storage chunks (nor above ``largest`` for that)."""
+    chunks, but not below ``min_tiles`` storage chunks (nor above ``largest`` for that).
+    ``stored``: the indices of the storage chunks that hold data (None: all may), the only
+    ones the plan visits (:meth:`ChunkPlan.holding`)."""
+    unit = tuple(min(int(c), int(s)) for c, s in zip(storage_chunks, shape, strict=True))
     if chunks is not None:
-        return plan_for_storage(shape, storage_chunks, chunks)
-    voxels = int(np.prod([int(s) for s in shape], dtype=np.int64))
-    tile = math.prod(min(int(c), int(s)) for c, s in zip(storage_chunks, shape, strict=True))
-    target = max(voxels // (2 * max(threads, 1)), min(min_tiles * tile, largest))
-    return plan_for_storage(shape, storage_chunks, None, max(int(min(target, largest)), 1))
+        plan = plan_for_storage(shape, storage_chunks, chunks)
+    else:
+        voxels = math.prod(int(s) for s in shape)
+        if stored is not None:  # the volume's stored part is what the threads share
+            voxels = min(voxels, len(stored) * math.prod(unit))
+        target = max(voxels // (2 * max(threads, 1)), min(min_tiles * math.prod(unit), largest))
+        target = min(target, largest)
+        # a sparse volume's grid may need chunks larger than its stored data asks for
+        fewest = -(-math.prod(int(s) for s in shape) // MAX_GRID_CHUNKS)
+        plan = plan_for_storage(shape, storage_chunks, None, max(int(target), fewest, 1))
+    return plan if stored is None else plan.holding(stored, unit)
 
 
 def forward_steps(ndim: int) -> list[tuple[int, ...]]:

@@ -11,6 +11,8 @@ key                default meaning
 ================== ======= =========================================================================
 ``codec.threads``  null    threads of a process's codec pool (decoding, encoding, file I/O);
                            null: one per core the process may run on
+``max-tasks``      5000000 the most tasks a run submits (its client builds them, the scheduler holds
+                           them: about 20 kB each): a run of more is refused before any work
 ================== ======= =========================================================================
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 import dask.config
 
-DEFAULTS: dict[str, Any] = {"codec": {"threads": None}}
+DEFAULTS: dict[str, Any] = {"codec": {"threads": None}, "max-tasks": 5_000_000}
 
 dask.config.update_defaults({"tilelabel": DEFAULTS})
 
@@ -28,6 +30,14 @@ dask.config.update_defaults({"tilelabel": DEFAULTS})
 def get(key: str) -> Any:
     """The setting ``key`` (e.g. ``"codec.threads"``)."""
     return dask.config.get(f"tilelabel.{key}")
+
+
+def max_tasks() -> int:
+    """The most tasks a run may submit (``max-tasks``)."""
+    value = get("max-tasks")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"tilelabel.max-tasks must be an integer >= 1, got {value!r}")
+    return value
 
 
 def codec_threads() -> int:

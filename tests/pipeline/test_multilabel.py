@@ -16,7 +16,7 @@ import tilelabel
 from tests.conftest import write_zarr
 from tests.kernels.cpu.test_multilabel import CONNECTIVITIES, DTYPES, multilabel_volume, oracle
 from tilelabel.cli import main
-from tilelabel.pipeline.borders import chunk_pairs, contact
+from tilelabel.pipeline.borders import POSITION_BITS, chunk_pairs, contact
 from tilelabel.synth import voronoi_labels
 
 
@@ -64,7 +64,8 @@ def test_border_pairs_compare_values():
     # b's border labels 1, 3, 4 (positions 1, 2, 3) hold 1, 3, 2; a's 1, 2, 3 hold 1, 2, 3
     for conn, want in ((4, {(1, 1)}), (8, {(1, 1), (2, 3), (3, 2)})):
         pairs = chunk_pairs(a, 0, [((0, 1), contact(b, (0, 1), high=False), 1)], conn)
-        got = {(int(p & 0xFFFFFFFF) + 1, int(q & 0xFFFFFFFF) + 1) for p, q in pairs}
+        low = (1 << POSITION_BITS) - 1  # a name's position in its chunk's border ids
+        got = {(int(p & low) + 1, int(q & low) + 1) for p, q in pairs}
         # positions in the sorted border ids: a's labels 1, 2, 3; b's 1 (1), 2 (3), 3 (2)
         assert got == want, conn
 

@@ -372,3 +372,36 @@ def test_a_chunk_that_cannot_be_written_leaves_no_partial_file(tmp_path):
     # every other chunk is written: no write is left running when the error comes out
     out = zarr.open_array(url)[...]
     assert out[:8].all() and out[8:, :6].all() and not out[8:, 6:].any()
+
+
+def test_stored_chunks_are_listed_from_the_store_not_the_grid(tmp_path):
+    """The chunks a store holds, as grid indices in raster order, for zarr v2 and v3, sharded
+    arrays (their shards), an OME-Zarr plane (only the chunks of the selected leading index);
+    None where the fill value is not 0 (a chunk not stored is not background there)."""
+    from tilelabel.storage.arrays import stored_chunks
+
+    v3 = zarr.create_array(str(tmp_path / "v3.zarr"), shape=(40, 40), chunks=(10, 10), dtype="u1")
+    v3[10:20, 30:40] = 1
+    v3[0:10, 0:5] = 2
+    np.testing.assert_array_equal(stored_chunks(v3), [[0, 0], [1, 3]])
+    v2 = zarr.create_array(
+        str(tmp_path / "v2.zarr"), shape=(40, 40), chunks=(10, 10), dtype="u1", zarr_format=2
+    )
+    v2[30:40, 10:20] = 1
+    np.testing.assert_array_equal(stored_chunks(v2), [[3, 1]])
+    sh = zarr.create_array(
+        str(tmp_path / "sh.zarr"), shape=(40, 40), chunks=(10, 10), shards=(20, 20), dtype="u1"
+    )
+    sh[25, 5] = 1
+    np.testing.assert_array_equal(stored_chunks(sh), [[1, 0]])
+    tc = zarr.create_array(
+        str(tmp_path / "tc.zarr"), shape=(3, 40, 40), chunks=(1, 10, 10), dtype="u1"
+    )
+    tc[2, 5, 35] = 1
+    tc[0, 15, 5] = 1
+    np.testing.assert_array_equal(stored_chunks(tc, (2,)), [[0, 3]])
+    assert stored_chunks(tc, (1,)).shape == (0, 2)
+    filled = zarr.create_array(
+        str(tmp_path / "f.zarr"), shape=(40, 40), chunks=(10, 10), dtype="u1", fill_value=1
+    )
+    assert stored_chunks(filled) is None

@@ -47,8 +47,11 @@ def _contact(faces: list[np.ndarray | None], step: Sequence[int], high: bool) ->
 
 
 #: a border label across the merge is named ``chunk ordinal << POSITION_BITS | position``, its
-#: position being its index in the chunk's sorted border ids
-POSITION_BITS = 32
+#: position being its index in the chunk's sorted border ids, and the ordinal its chunk's place
+#: in the whole grid (:data:`tilelabel.chunking.MAX_GRID_CHUNKS`: 39 bits, the rest of 63)
+POSITION_BITS = 24
+#: the halves of a pair of positions as :func:`tilelabel.kernels.cpu.ops.shifted_pairs` packs it
+_PAIR_BITS = 32
 
 
 def contact(
@@ -121,7 +124,7 @@ def chunk_pairs(
             continue
         packed = cpu_ops.shifted_pairs(a, b, shifts, va, vb)
         if packed.size:
-            la, lb = packed >> np.uint64(POSITION_BITS), packed & np.uint64(0xFFFFFFFF)
+            la, lb = packed >> np.uint64(_PAIR_BITS), packed & np.uint64((1 << _PAIR_BITS) - 1)
             pa = (np.int64(ordinal) << POSITION_BITS) + (la.astype(np.int64) - 1)
             pb = (np.int64(other) << POSITION_BITS) + (lb.astype(np.int64) - 1)
             out.append(np.stack([pa, pb], axis=1))

@@ -25,6 +25,7 @@ tells a node which chunk, and so which child and face, a label belongs to (:func
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,11 +43,26 @@ Reducers = Mapping[str, Callable]
 @dataclass(frozen=True)
 class Tree:
     """The nodes of the merge tree over a chunk grid: level 0 is the chunks themselves, a node
-    of level L covers up to 2^L chunks along each axis, and level ``depth`` is one node."""
+    of level L covers up to 2^L chunks along each axis, and level ``depth`` is one node. With
+    ``leaves``, only the nodes over those chunks (the rest hold no data)."""
 
     grid: tuple[int, ...]
     #: the wrapped axes (:class:`tilelabel.chunking.ChunkPlan`'s ``wrap``)
     wrap: tuple[int, ...] = ()
+    #: the chunks that are leaves, in raster order (None: every chunk)
+    leaves: tuple[tuple[int, ...], ...] | None = None
+
+    @functools.cached_property
+    def _present(self) -> list[tuple[tuple[int, ...], ...]]:
+        """Per level, the nodes over some leaf, in raster order."""
+        return [
+            tuple(sorted({tuple(i >> lev for i in leaf) for leaf in self.leaves}))
+            for lev in range(self.depth + 1)
+        ]
+
+    @functools.cached_property
+    def _present_sets(self) -> list[frozenset]:
+        return [frozenset(nodes) for nodes in self._present]
 
     @property
     def depth(self) -> int:
@@ -58,16 +74,20 @@ class Tree:
         return tuple(-(-g >> level) for g in self.grid)
 
     def nodes(self, level: int) -> Iterator[tuple[int, ...]]:
+        if self.leaves is not None:
+            return iter(self._present[level])
         return itertools.product(*(range(n) for n in self.shape(level)))
 
     def children(self, level: int, node: tuple[int, ...]) -> list[tuple[int, ...]]:
         """The nodes of ``level - 1`` under ``node``, in raster order."""
         below = self.shape(level - 1)
+        present = None if self.leaves is None else self._present_sets[level - 1]
         kids = []
         for step in itertools.product((0, 1), repeat=len(node)):
             kid = tuple(2 * n + s for n, s in zip(node, step, strict=True))
             if all(c < b for c, b in zip(kid, below, strict=True)):
-                kids.append(kid)
+                if present is None or kid in present:
+                    kids.append(kid)
         return kids
 
     def box(self, level: int, node: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -196,7 +196,7 @@ class GPUResources:
             # chunks the GPU compresses keep enough storage tiles to keep it busy
             min_tiles = MIN_BATCH_TILES if encoding else 1
             largest = largest or TARGET_VOXELS
-            return plan_for_run(shape, storage, chunks, nthreads, largest, min_tiles)
+            return plan_for_run(shape, storage, chunks, nthreads, largest, min_tiles, r.stored)
 
         return gpu_memory.first_that_fits(
             check=check,

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tilelabel.chunking import ChunkPlan, plan_for_storage
+from tilelabel.chunking import ChunkPlan, chunk_sizes
 from tilelabel.dtypes import local_dtype
 
 #: The input budget per worker thread, in bytes per voxel of the run's largest chunk: as many
@@ -71,11 +71,17 @@ class Workload:
     tiles: int
 
     @classmethod
-    def of(cls, shape, storage, chunks, itemsize: int) -> Workload:
+    def of(cls, shape, storage, chunks, itemsize: int, stored: int | None = None) -> Workload:
         """The workload of a volume of ``shape`` stored in ``storage`` chunks, processed in
-        ``chunks`` (None: any whole number of storage chunks)."""
-        plan = plan_for_storage(shape, storage, chunks or storage)
-        return cls(math.prod(shape), itemsize, plan.nchunks)
+        ``chunks`` (None: any whole number of storage chunks); ``stored``: how many storage
+        chunks hold data (None: all may), the rest being background that no task reads."""
+        sizes = chunk_sizes(shape, storage, chunks or storage)
+        voxels = math.prod(shape)
+        tiles = math.prod(-(-int(n) // c) for n, c in zip(shape, sizes, strict=True))
+        if stored is not None:
+            unit = math.prod(min(int(c), int(s)) for c, s in zip(storage, shape, strict=True))
+            voxels, tiles = min(voxels, stored * unit), min(tiles, max(stored, 1))
+        return cls(voxels, itemsize, tiles)
 
     def threads(self, most: int) -> int:
         """Worker threads for this workload where ``most`` are available: no more than its
@@ -98,6 +104,8 @@ class PlanRequest:
     gpu_encode: bool | None
     #: the input array, whose compression the output takes
     like: Any
+    #: the indices of the storage chunks that hold data (None: all may)
+    stored: Any = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +16,8 @@ import zarr
 from tilelabel.storage import loops, shards
 from tilelabel.storage.errors import CorruptChunk, check_run
 from tilelabel.validate import check_input
+
+log = logging.getLogger("tilelabel")
 
 
 def normalize_url(url: str) -> str:
@@ -80,6 +84,48 @@ def create_output(
         storage_options=storage_options,
         **kwargs,
     )
+
+
+def stored_chunks(arr: zarr.Array, lead: tuple[int, ...] = ()) -> np.ndarray | None:
+    """The indices of ``arr``'s stored chunks (shards, in a sharded array) over its axes past
+    the ``lead`` ones (an OME-Zarr image's selected time point and channel: only chunks that
+    hold them), one row each, in raster order: where the fill value is 0, a chunk not stored
+    is background. None where every chunk may hold data (another fill value, or a store that
+    cannot list its keys)."""
+    if np.asarray(arr.metadata.fill_value).astype(np.float64) != 0:
+        return None
+    from zarr.core.sync import sync
+
+    store, prefix = arr.store_path.store, arr.store_path.path
+    prefix = f"{prefix}/" if prefix else ""
+
+    async def keys() -> list[str]:
+        return [k async for k in store.list_prefix(prefix)]
+
+    try:
+        listed = sync(keys())
+    except Exception as e:  # a store without listing: every chunk is read
+        log.debug("cannot list the chunks of %s: %s", arr.store_path, e)
+        return None
+    encode, ndim = arr.metadata.encode_chunk_key, len(arr.shape)
+    found = []
+    for key in listed:
+        rel = key[len(prefix) :]
+        parts = re.split(r"[./]", rel)
+        parts = parts[1:] if parts and parts[0] == "c" else parts
+        if len(parts) != ndim or not all(p.isdigit() for p in parts):
+            continue
+        coords = tuple(int(p) for p in parts)
+        if encode(coords) == rel:
+            found.append(coords)
+    out = np.array(sorted(found), np.int64).reshape(-1, ndim)
+    grid = [-(-int(n) // int(u)) for n, u in zip(arr.shape, storage_chunks(arr), strict=True)]
+    out = out[np.all(out < np.array(grid, np.int64), axis=1)]  # not a resized array's leftovers
+    if lead:
+        unit = storage_chunks(arr)[: len(lead)]
+        held = np.all(out[:, : len(lead)] == np.array(lead) // np.array(unit), axis=1)
+        out = out[held, len(lead) :]
+    return out
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import zarr
 
 from tilelabel.storage import arrays, ome
@@ -35,6 +36,11 @@ class Volume:
     def storage_chunks(self) -> tuple[int, ...]:
         """What one task may write without racing another: shards if sharded, else chunks."""
         return arrays.storage_chunks(self.array)[len(self.lead) :]
+
+    def stored_chunks(self) -> np.ndarray | None:
+        """The indices of the storage chunks that hold data, where the rest are background
+        (:func:`.arrays.stored_chunks`); None: any may hold data."""
+        return arrays.stored_chunks(self.array, self.lead)
 
     def reader(self) -> arrays.ZarrSource:
         return arrays.ZarrSource(self.url, self.storage_options, self.lead)

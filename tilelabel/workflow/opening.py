@@ -118,6 +118,8 @@ def open_run(
         intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
     labeler = Labeler(backend, connectivity, o.algorithm, multilabel=o.multilabel)
     itemsize = volume.array.dtype.itemsize
+    stored = volume.stored_chunks()  # no task visits the chunks that hold no data
+    nstored = None if stored is None else len(stored)
     run = Run(
         options=o,
         volume=volume,
@@ -126,16 +128,17 @@ def open_run(
         resources=resources,
         where=at,
         # a bad chunk size is refused here, before a cluster starts
-        workload=Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize),
+        workload=Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize, nstored),
         stats=stats,
         intensity=intensity,
         wrap=wrap,
+        stored=stored,
         progress=progress,
         started=started,
     )
     if output.mode in ("resume", "done", "table"):
         o = resumed(run)
-        workload = Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize)
+        workload = Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize, nstored)
         run = dataclasses.replace(run, options=o, workload=workload)
     return run
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from typing import TYPE_CHECKING
 
+from tilelabel import settings
+from tilelabel.chunking import ChunkPlan
 from tilelabel.pipeline import graph as graph_mod
 from tilelabel.resources import PlanRequest, RunPlan
 from tilelabel.workflow.state import Run
@@ -36,6 +39,7 @@ def plan_run(run: Run, ex: Executor) -> RunPlan:
         keep_input=o.keep_input,
         gpu_encode=o.gpu_encode,
         like=volume.array,
+        stored=run.stored,
     )
     run_plan = run.resources.fit(ex, request)
     for warm in run.resources.warm_ups(run_plan):
@@ -51,7 +55,9 @@ def plan_run(run: Run, ex: Executor) -> RunPlan:
 
 
 def build_graph(run: Run, run_plan: RunPlan) -> graph_mod.MergeGraph:
-    """The tasks of the pipeline's steps 2 to 5 for the run's plan."""
+    """The tasks of the pipeline's steps 2 to 5 for the run's plan; refused where there would
+    be more than ``max-tasks`` (:mod:`tilelabel.settings`) of them."""
+    check_task_count(run_plan.chunks)
     reader = run.volume.reader()
     intensity = None
     if run.intensity is not None:
@@ -67,3 +73,17 @@ def build_graph(run: Run, run_plan: RunPlan) -> graph_mod.MergeGraph:
         fingerprints=True,  # a resumed run proves its input unchanged (:mod:`.writing`)
     )
 
+
+def check_task_count(plan: ChunkPlan) -> None:
+    """Refuse a plan whose tasks the client could not build nor the scheduler hold, before it
+    builds any, with chunks that would do."""
+    most, tasks = settings.max_tasks(), plan.nchunks * graph_mod.TASKS_PER_CHUNK
+    if tasks <= most:
+        return
+    size = [c[0] for c in plan.chunks]
+    grow = math.ceil((tasks / most) ** (1 / plan.ndim))
+    bigger = ",".join(str(min(s * grow, n)) for s, n in zip(size, plan.shape, strict=True))
+    raise ValueError(
+        f"{plan.nchunks:,} chunks of {tuple(size)} would make about {tasks:,} tasks, more than "
+        f"tilelabel.max-tasks ({most:,}); use larger chunks, e.g. --chunks {bigger}"
+    )

@@ -65,6 +65,9 @@ class Run:
     intensity: ZarrSource | None = None
     #: the wrapped axes (periodic boundaries, :mod:`tilelabel.periodic`)
     wrap: tuple[int, ...] = ()
+    #: the indices of the input's storage chunks that hold data, the rest being background
+    #: (None: any may hold data; :meth:`tilelabel.storage.Volume.stored_chunks`)
+    stored: Any = None
     progress: bool = False
     #: when it began (``time.perf_counter``)
     started: float = field(default_factory=time.perf_counter)
