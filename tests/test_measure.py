@@ -130,3 +130,82 @@ def test_cupy_inputs():
     for col, w in want.items():
         tol = 1e-6 if col.startswith("axis_") else 1e-9
         np.testing.assert_allclose(got[col], w, rtol=1e-9, atol=tol, err_msg=col)
+
+
+def nan_case(rng, shape):
+    """Labels 3, 6, ..., 36 scattered (and background), a float64 intensity with NaN at some
+    voxels of four labels and of the background, +inf and -inf in one label without NaN."""
+    lab = rng.integers(1, 13, shape) * 3
+    lab[rng.random(shape) < 0.3] = 0
+    inten = rng.normal(100, 20, shape)
+    flat, v = lab.reshape(-1), inten.reshape(-1)
+    for value in (3, 9, 15, 21):
+        at = np.flatnonzero(flat == value)
+        v[rng.choice(at, int(rng.integers(1, 4)), replace=False)] = np.nan
+    at = rng.choice(np.flatnonzero(flat == 27), 2, replace=False)
+    v[at] = np.inf, -np.inf
+    v[(flat == 0) & (rng.random(flat.size) < 0.2)] = np.nan
+    return lab, inten
+
+
+def same_table(got, want):
+    assert list(got) == list(want)
+    for col, w in want.items():
+        if col.startswith(("label", "num_pixels", "bbox", "intensity_min", "intensity_max")):
+            np.testing.assert_array_equal(got[col], w, err_msg=col)  # NaN where w has NaN
+        elif col.startswith("axis_"):
+            np.testing.assert_allclose(got[col] ** 2, w**2, rtol=1e-9, atol=1e-6, err_msg=col)
+        else:
+            np.testing.assert_allclose(got[col], w, rtol=1e-9, atol=1e-9, err_msg=col)
+
+
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_regionprops_table_nan_intensity_equals_scikit_image(ndim):
+    # a region with a NaN among its values: intensity_min and intensity_max NaN as well (as
+    # np.min / np.max give), like intensity_mean and intensity_sum; +inf and -inf without NaN:
+    # min -inf, max +inf, mean NaN; a NaN in the background touches no region; any chunking
+    rng = np.random.default_rng(10 + ndim)
+    shape = (17, 23, 19)[-ndim:]
+    lab, inten = nan_case(rng, shape)
+    with np.errstate(invalid="ignore"):
+        want = sk.regionprops_table(lab, inten, properties=PROPS)
+    nan = np.isin(want["label"], (3, 9, 15, 21))
+    np.testing.assert_array_equal(np.isnan(want["intensity_min"]), nan)
+    np.testing.assert_array_equal(np.isnan(want["intensity_max"]), nan)
+    assert want["intensity_min"][want["label"] == 27] == -np.inf
+    assert want["intensity_max"][want["label"] == 27] == np.inf
+    for chunks in (shape, tuple(s // 3 for s in shape), (4,) * ndim, (1,) * (ndim - 1) + (5,)):
+        with dask.config.set(scheduler="sync"):
+            got = tm.regionprops_table(da.from_array(lab, chunks=chunks), inten, properties=PROPS)
+        same_table(got, want)
+    same_table(tm.regionprops_table(lab, inten, properties=PROPS), want)
+    # float32 the same; integer intensities as before
+    cols = ("label", "intensity_min", "intensity_max")
+    for image in (inten.astype(np.float32), np.nan_to_num(inten, posinf=9, neginf=-9).astype(int)):
+        want = sk.regionprops_table(lab, image, properties=cols)
+        for got in (
+            tm.regionprops_table(lab, image, properties=cols),
+            tm.regionprops_table(da.from_array(lab, chunks=4), image, properties=cols),
+        ):
+            for col in cols:
+                np.testing.assert_array_equal(got[col], want[col], err_msg=col)
+
+
+@pytest.mark.gpu
+def test_cupy_nan_intensity():
+    from tilelabel.kernels.backends import cuda_available
+
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU usable through CuPy")
+    import cupy as cp
+
+    rng = np.random.default_rng(5)
+    lab, inten = nan_case(rng, (20, 21, 22))
+    with np.errstate(invalid="ignore"):
+        want = sk.regionprops_table(lab, inten, properties=PROPS)
+    same_table(tm.regionprops_table(cp.asarray(lab), cp.asarray(inten), PROPS), want)
+    f32 = inten.astype(np.float32)
+    want = sk.regionprops_table(lab, f32, properties=("label", "intensity_min", "intensity_max"))
+    got = tm.regionprops_table(cp.asarray(lab), cp.asarray(f32), PROPS)
+    for col in ("intensity_min", "intensity_max"):
+        np.testing.assert_array_equal(got[col], want[col], err_msg=col)

@@ -116,6 +116,38 @@ def test_lazy_stats_any_chunking(shape, chunks, conn):
 
 
 @pytest.mark.parametrize(
+    "shape, chunks, conn",
+    [
+        ((23, 31, 29), (5, 7, 6), 26),
+        ((23, 31, 29), (8, 11, 10), 6),
+        ((61, 47), (9, 13), 8),
+        ((61, 47), (1, 47), 4),
+    ],
+)
+def test_lazy_stats_nan_intensity(shape, chunks, conn):
+    # a component with a NaN among its values (in any chunk it spans) has intensity_min and
+    # intensity_max NaN, as scikit-image's np.min / np.max give; one with +inf and -inf and no
+    # NaN: min -inf, max +inf, mean and sum NaN; NaN in the background touches no component
+    img = random_volume(shape, 0.3 if len(shape) == 3 else 0.5, 2, seed=sum(shape))
+    ref, n = reference(img, conn)
+    rng = np.random.default_rng(conn)
+    intensity = rng.normal(10, 3, shape)
+    flat, v = ref.reshape(-1), intensity.reshape(-1)
+    v[rng.choice(np.flatnonzero(flat), n // 3 + 1, replace=False)] = np.nan
+    v[(flat == 0) & (rng.random(flat.size) < 0.1)] = np.nan
+    size = np.bincount(flat, minlength=n + 1)
+    clean = np.setdiff1d(np.flatnonzero(size >= 2), np.unique(flat[np.isnan(v)]))
+    clean = clean[clean != 0]
+    v[np.flatnonzero(flat == clean[-1])[[0, -1]]] = np.inf, -np.inf
+    with np.errstate(invalid="ignore"):
+        want = regionprops_table(ref, intensity, properties=("intensity_min", "intensity_max"))
+    assert 0 < np.isnan(want["intensity_min"]).sum() < n
+    assert want["intensity_min"][clean[-1] - 1] == -np.inf
+    assert want["intensity_max"][clean[-1] - 1] == np.inf
+    lazy_case(img, chunks, conn, intensity)
+
+
+@pytest.mark.parametrize(
     "min_size, max_size, chunks",
     [
         (2, None, (6, 7, 5)),

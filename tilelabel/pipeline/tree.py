@@ -300,7 +300,11 @@ def combine(parts: Sequence[Rows], reducers: Reducers) -> Rows:
     values = {}
     for f in parts[0].values:
         vals = np.concatenate([p.values[f] for p in parts])[order]
-        values[f] = vals if start.size == keys.size else reducers[f].reduceat(vals, start, axis=0)
+        if start.size == keys.size:
+            values[f] = vals
+            continue
+        with np.errstate(invalid="ignore"):  # a NaN intensity's min and max stay NaN, as meant
+            values[f] = reducers[f].reduceat(vals, start, axis=0)
     return Rows(keys[start], values)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import types
 from scipy import ndimage
 from skimage.measure import regionprops_table
 
@@ -222,6 +223,18 @@ def test_float_and_nan_intensity_sums_in_raster_order():
     assert np.isfinite(got["isum"][1:]).all() and np.isnan(got["isum"][0, 0])
 
 
+def test_nan_helpers_have_one_specialisation():
+    # _min / _max are called with float64 only, whatever the label and intensity types
+    from tilelabel.kernels.cpu import stats
+
+    lab = np.array([[1, 1, 0, 2], [2, 0, 3, 3]])
+    for dtype in (np.uint32, np.uint64):
+        for idt in (np.uint8, np.int16, np.int32, np.int64, np.float32, np.float64, np.bool_):
+            label_stats(lab.astype(dtype), 3, None, np.ones(lab.shape, idt))
+    for fn in (stats._min, stats._max):  # (none where the callers came from numba's cache)
+        assert set(fn.signatures) <= {(types.float64, types.float64)}, fn.signatures
+
+
 def test_first_indices_without_labels():
     stats, first = label_stats_first(np.zeros((3, 4, 5), np.uint64), 0)
     assert first.shape == (0,) and first.dtype == np.int64 and stats["count"].shape == (0, 1)
@@ -267,3 +280,90 @@ def test_moments_against_brute_force(seed):
         got = label_stats(lab.astype(np.uint64), n, None, None, moments=True)
         assert "isq" not in got
         np.testing.assert_array_equal(got["m2"], brute_moments(lab, n, (0,) * ndim)["m2"])
+
+
+def with_nans(rng, lab, n, dtype=np.float64, overflow=False):
+    """A float intensity for ``lab``: NaN at some voxels of half the labels (and of the
+    background), the first of them also with +inf and -inf; of the others, one with +inf and
+    -inf and no NaN (min -inf, max +inf, sum NaN); with ``overflow`` one with the type's largest
+    value twice and -inf (in float64 a sum in raster order gone to +inf, then NaN without a NaN;
+    in another order -inf)."""
+    v = rng.normal(0, 50, lab.shape).astype(dtype)
+    flat = v.reshape(-1)
+    where = [np.flatnonzero(lab.reshape(-1) == i) for i in rng.permutation(np.arange(1, n + 1))]
+    nan, rest = where[: n // 2], where[n // 2 :]
+    for at in nan:
+        flat[rng.choice(at, int(rng.integers(1, at.size + 1)), replace=False)] = np.nan
+    big = np.finfo(dtype).max
+    extra = [(nan[:1], (np.inf, -np.inf)), (rest[:1], (np.inf, -np.inf))]
+    if overflow:
+        extra.append((rest[1:2], (big, big, -np.inf)))
+    for at, values in extra:
+        for a in at:  # voxels drawn with replacement: fewer where the label is small
+            flat[rng.choice(a, len(values))] = values
+    v[(lab == 0) & (rng.random(lab.shape) < 0.3)] = np.nan
+    return v
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nan_intensity_min_max_as_numpy(seed):
+    # a label with a NaN among its values has min and max NaN, as np.min / np.max (and
+    # regionprops_table) give; every other label keeps its values; in pure, sparse and dense
+    # rows alike, at a label's first voxel or later
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        ndim = int(rng.integers(2, 4))
+        shape = tuple(int(s) for s in rng.integers(1, 9, ndim - 1)) + (int(rng.integers(1, 90)),)
+        lab, n = random_labels(
+            rng, shape, int(rng.integers(1, 7)), rng.random(), int(rng.choice([1, 2, 5, 40]))
+        )
+        for dt in (np.float32, np.float64):
+            v = with_nans(rng, lab, n, dt, overflow=True)
+            with np.errstate(invalid="ignore", over="ignore"):  # np.minimum.at: NaN wins
+                want = brute_stats(lab, n, v)
+            # sums with infinities depend on the order of the adds: compare the finite ones;
+            # a NaN value makes any sum NaN
+            finite = np.isfinite(want["isum"])
+            for dtype in (np.uint32, np.uint64):
+                got = label_stats(lab.astype(dtype), n, None, v)
+                for key in ("imin", "imax"):
+                    np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+                np.testing.assert_allclose(got["isum"][finite], want["isum"][finite], rtol=1e-12)
+                assert np.isnan(got["isum"][np.isnan(want["imin"])]).all()
+
+
+def test_nan_at_every_voxel_by_hand():
+    # a single NaN at each foreground voxel in turn of test_rows_by_hand's rows: its label's
+    # min and max are NaN, the other labels' as without it; also where labels hold +inf and
+    # -inf (4), or a sum gone to +inf and a -inf (5), whose sums are NaN without a NaN
+    lab = np.array(
+        [
+            [0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0],
+            [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 3],
+            [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4],
+            [5, 2, 5, 2, 5, 2, 5, 2, 5, 2, 5, 1],
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        ],
+        np.uint32,
+    )
+    finite = np.arange(lab.size, dtype=np.float64).reshape(lab.shape) - 20
+    infs = finite.copy()
+    infs[2, 3], infs[2, 9] = np.inf, -np.inf
+    infs[3, 0], infs[3, 2], infs[3, 6] = 1e308, 1e308, -np.inf
+    for base in (finite, infs):
+        base = base.copy()
+        base[lab == 0] = np.nan  # background: touches no label
+        for at in [None, *zip(*np.nonzero(lab), strict=True)]:
+            v = base.copy()
+            if at is not None:
+                v[at] = np.nan
+            with np.errstate(invalid="ignore", over="ignore"):
+                want = brute_stats(lab, 5, v)
+            for shape in (lab.shape, (1,) + lab.shape, (5, 1, 12)):
+                got = label_stats(lab.reshape(shape), 5, None, v.reshape(shape))
+                for key in ("imin", "imax", "isum"):
+                    np.testing.assert_array_equal(got[key], want[key], err_msg=f"{key} {at}")
+    got = label_stats(lab, 5, None, infs)
+    assert got["imin"][3, 0] == -np.inf and got["imax"][3, 0] == np.inf
+    assert got["imin"][4, 0] == -np.inf and got["imax"][4, 0] == 1e308
+    assert np.isnan(got["isum"][3:, 0]).all() and np.isfinite(got["isum"][:3, 0]).all()

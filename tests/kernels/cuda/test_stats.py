@@ -16,7 +16,7 @@ from scipy import ndimage
 
 import tilelabel
 from tests.cases import families
-from tests.kernels.cpu.test_stats import check
+from tests.kernels.cpu.test_stats import brute_stats, check, random_labels, with_nans
 from tilelabel.kernels.backends import cuda_available
 from tilelabel.kernels.cpu.stats import label_stats
 from tilelabel.synth import random_volume
@@ -143,3 +143,38 @@ def test_random_equal_cpu(ndim, size, density, granularity, seed):
     labels, n = ndimage.label(img)
     intensity = np.random.default_rng(seed).integers(0, 9, shape).astype(np.int16)
     same(gpu_stats(labels, n, None, intensity), label_stats(labels, n, None, intensity))
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_nan_intensity_min_max_equal_cpu(seed):
+    # a NaN among a label's values makes its min and max NaN (np.min / np.max, the CPU kernel):
+    # in a warp's runs, in the pending component and through the encoded atomics alike; +inf
+    # and -inf without NaN: min -inf, max +inf
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        ndim = int(rng.integers(2, 4))
+        shape = tuple(int(s) for s in rng.integers(1, 9, ndim - 1)) + (int(rng.integers(1, 200)),)
+        lab, n = random_labels(
+            rng, shape, int(rng.integers(1, 7)), rng.random(), int(rng.choice([1, 2, 5, 40]))
+        )
+        for dt in (np.float32, np.float64):
+            v = with_nans(rng, lab, n, dt)
+            with np.errstate(invalid="ignore"):
+                want = brute_stats(lab, n, v)
+            for dtype in (np.uint32, np.uint64):
+                got = gpu_stats(lab.astype(dtype), n, None, v)
+                same(got, label_stats(lab.astype(dtype), n, None, v))
+                for key in ("imin", "imax"):
+                    np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    # big components: whole rows of one label, one NaN in a row pending across warps' chunks
+    for shape in ((3, 64, 64), (2, 5, 1000), (64, 33, 95)):
+        for img in (np.ones(shape, np.uint8), random_volume(shape, 0.8, 4, seed=1)):
+            labels, n = ndimage.label(img, np.ones((3,) * len(shape)))
+            intensity = np.arange(img.size, dtype=np.float64).reshape(shape) % 13
+            flat = intensity.reshape(-1)
+            flat[rng.choice(np.flatnonzero(labels), 3, replace=False)] = np.nan
+            flat[labels.reshape(-1) == 0] = np.nan
+            got = gpu_stats(labels, n, None, intensity, moments=True)
+            same(got, label_stats(labels, n, None, intensity, moments=True))
+            with np.errstate(invalid="ignore"):
+                check(got, labels, None, intensity)

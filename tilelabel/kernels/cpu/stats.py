@@ -17,7 +17,8 @@ stay far below 2**63; the pipeline adds ``offset * count`` to make them global, 
 while a component's coordinate sum along an axis is below 2**63 (for example any component of a
 volume with fewer than 2**63 / (largest coordinate) voxels: a full 50,000^3 volume still fits).
 Intensity sums, mins and maxes are float64 (exact for integer intensities below 2**53 per sum;
-float intensities are added one by one in raster order per label).
+float intensities are added one by one in raster order per label). A NaN among a label's values
+makes its min and max NaN, as ``np.min`` / ``np.max`` (and scikit-image) give, and its sum NaN.
 
 Second moments (``moments=True``: what the inertia tensor needs) and intensity sums of squares
 come from a second, run-by-run pass (:func:`_moments`), made only where a table asks for them, so
@@ -37,6 +38,54 @@ _BIG = np.iinfo(np.int64).max
 # The accumulators start from int64 scalars, not int literals: numba gives a literal a type of
 # its own, and a call of a jitted helper with one compiles another copy of the helper.
 _I0, _I1, _IM, _IB = np.int64(0), np.int64(1), np.int64(-1), np.int64(_BIG)
+
+# NaN. A label with a NaN among its intensities has min and max NaN (np.min / np.max). The voxel
+# loops keep numba's min / max (``v if v < a else a``: a NaN accumulator stays, a NaN value never
+# enters), one minsd / maxsd on the chain from voxel to voxel: a NaN-propagating select there
+# slowed a float image's pass by up to 40 %, a NaN flag beside it by up to 15 %.
+# The pending sum tells instead: a NaN value makes it NaN, and so do +inf and -inf (an infinite
+# value meeting a sum gone the other way). The flush (:func:`_switch`), once per pending stretch,
+# settles it: a NaN sum with a min that is not NaN means a NaN value unless the stretch met an
+# infinite value; then :func:`_nan_in_box` looks for one in the stretch's box (a NaN voxel of the
+# label there, of this stretch or another, makes the label's min and max NaN all the same).
+# Accumulators meet (a row's integer min, the per-label arrays) through :func:`_min` /
+# :func:`_max`, which let a NaN in: not inlined by numba (that would compile them once per call
+# site), called with float64 only (one specialisation each), inlined by LLVM.
+
+
+@numba.njit(cache=True, nogil=True)
+def _min(a, v):
+    """np.minimum: a NaN in either wins."""
+    return v if (v != v) | (v < a) else a
+
+
+@numba.njit(cache=True, nogil=True)
+def _max(a, v):
+    """np.maximum: a NaN in either wins."""
+    return v if (v != v) | (v > a) else a
+
+
+def _nan_in_box(L, V, cur, lz, ly, lx, hz, hy, hx):  # pragma: no cover - numba overload below
+    """Whether a voxel of label ``cur`` in the box [lz..hz] x [ly..hy] x [lx..hx] has a NaN
+    intensity."""
+    raise NotImplementedError
+
+
+@overload(_nan_in_box, jit_options={"cache": True, "nogil": True})
+def _nan_in_box_impl(L, V, cur, lz, ly, lx, hz, hy, hx):
+    if not isinstance(V.dtype, types.Float):
+        return lambda L, V, cur, lz, ly, lx, hz, hy, hx: False  # an integer is never NaN
+
+    def impl(L, V, cur, lz, ly, lx, hz, hy, hx):
+        for z in range(lz, hz + 1):
+            for y in range(ly, hy + 1):
+                for x in range(lx, hx + 1):
+                    v = V[z, y, x]
+                    if L[z, y, x] == cur and v != v:
+                        return True
+        return False
+
+    return impl
 
 
 def _pure_row_intensity(row, vrow, cur, s, mn, mx):  # pragma: no cover - numba overload below
@@ -62,7 +111,7 @@ def _pure_row_intensity_impl(row, vrow, cur, s, mn, mx):
                 rs += v if m else 0
                 rmn = min(rmn, v if m else lo0)
                 rmx = max(rmx, v if m else hi0)
-            return s + np.float64(rs), min(mn, np.float64(rmn)), max(mx, np.float64(rmx))
+            return s + np.float64(rs), _min(mn, np.float64(rmn)), _max(mx, np.float64(rmx))
 
         return impl
 
@@ -104,11 +153,12 @@ def _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz):
 # a function of its own, called at three places: inlined, numba would compile it three times
 # (_nrt=False: it allocates nothing, so it needs no reference counts on its arrays either)
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _switch(V, first, cur, lab, nxt, pos, acc, out, iout):
+def _switch(L, V, first, cur, lab, nxt, pos, acc, out, iout):
     """The pending label ``cur`` gives way to ``lab`` whose run starts at raster index ``pos``:
     fold and flush ``cur``'s accumulators, record ``lab``'s first voxel if it is new; returns
     the next new label. ``acc``: the pending label's accumulators, the row's (count, y, z) and
-    its intensity sum, min, max; ``out``, ``iout``: the per-label arrays."""
+    its intensity sum, min, max (where a NaN value shows in the sum alone: settled here);
+    ``out``, ``iout``: the per-label arrays."""
     c, sz, sy, sx, lz, ly, lx, hz, hy, hx, rc, y, z, s, mn, mx = acc
     count, lo, hi, csum = out
     isum, imin, imax = iout
@@ -117,9 +167,14 @@ def _switch(V, first, cur, lab, nxt, pos, acc, out, iout):
         i = np.int64(cur) - 1
         _flush(i, c, sz, sy, sx, lz, ly, lx, hz, hy, hx, count, lo, hi, csum)
         if V is not None:
+            if s != s and mn == mn:
+                # a NaN value, or +inf and -inf in the sum (then an infinite min or max)
+                inf = mn == -np.inf or mx == np.inf
+                if not inf or _nan_in_box(L, V, cur, lz, ly, lx, hz, hy, hx):
+                    mn = mx = np.nan
             isum[i] += s
-            imin[i] = min(imin[i], mn)
-            imax[i] = max(imax[i], mx)
+            imin[i] = _min(imin[i], mn)
+            imax[i] = _max(imax[i], mx)
     # labels are numbered in raster order of their first voxel, which always starts a run of a
     # label other than the pending one
     if first is not None and lab == nxt:
@@ -191,12 +246,14 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
                         x += 1
                     if lab != cur:
                         acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, rc, y, z, s, mn, mx)
-                        nxt = _switch(V, first, cur, lab, nxt, (z * H + y) * W + a, acc, out, iout)
+                        nxt = _switch(
+                            L, V, first, cur, lab, nxt, (z * H + y) * W + a, acc, out, iout
+                        )
                         cur = lab
                         rc, c, sx, sy, sz = _I0, _I0, _I0, _I0, _I0
                         lx, hx, ly, hy, lz, hz = a, x - 1, _IB, _IM, _IB, _IM
                         if V is not None:
-                            # as the voxel loop does (which also settles NaN the same way)
+                            # as the voxel loop does (a NaN here stays in mn and mx)
                             s = mn = mx = np.float64(vrow[a])
                             k0 = a + 1
                     rc += x - a
@@ -227,7 +284,7 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
                     mx = max(mx, v if m else -np.inf)
                 if lab != cur and lab != 0:
                     acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, rc, y, z, s, mn, mx)
-                    nxt = _switch(V, first, cur, lab, nxt, (z * H + y) * W + x, acc, out, iout)
+                    nxt = _switch(L, V, first, cur, lab, nxt, (z * H + y) * W + x, acc, out, iout)
                     cur = lab
                     rc, c, sx, sy, sz = _I1, _I0, x, _I0, _I0
                     lx, hx, ly, hy, lz, hz = x, x, _IB, _IM, _IB, _IM
@@ -236,7 +293,7 @@ def _stats(L, V, count, lo, hi, csum, isum, imin, imax, first):
             c, sy, sz, ly, hy, lz, hz = _fold_row(rc, y, z, c, sy, sz, ly, hy, lz, hz)
     # the last pending label: its rows are folded already (a row count of 0 folds nothing)
     acc = (c, sz, sy, sx, lz, ly, lx, hz, hy, hx, _I0, _I0, _I0, s, mn, mx)
-    _switch(V, first, cur, cur, nxt, _I0, acc, out, iout)  # cur < nxt: records nothing
+    _switch(L, V, first, cur, cur, nxt, _I0, acc, out, iout)  # cur < nxt: records nothing
 
 
 @numba.njit(cache=True, nogil=True)

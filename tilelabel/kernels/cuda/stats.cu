@@ -15,15 +15,36 @@
 // Layout of the outputs (field-major, n labels): count[n] (u64); csum[3][n] (i64, local z, y, x
 // sums); lo[3][n], hi[3][n] (i32, local inclusive box); isum[n] (f64); imin[n], imax[n] (u64,
 // order-preserving encodings of doubles so that integer atomicMin / atomicMax apply; decoded on
-// the host); with HAS_M, m2[6][n] (i64, local zz, zy, zx, yy, yx, xx sums; a run's in closed
-// form) and isq[n] (f64, with HAS_I). The host adds the chunk offset (offset * count to the sums,
-// the cross terms to m2).
+// the host; NaN is the smallest key of the min and the largest of the max, so that a NaN wins as
+// in np.min / np.max); with HAS_M, m2[6][n] (i64, local zz, zy, zx, yy, yx, xx sums; a run's in
+// closed form) and isq[n] (f64, with HAS_I). The host adds the chunk offset (offset * count to
+// the sums, the cross terms to m2).
 
 #define FULL_MASK 0xffffffffu
 
+// every double but NaN (-inf, -0.0, +0.0 and +inf included) has a key strictly between 0 and ~0
 __device__ __forceinline__ unsigned long long ord_key(double v) {
     unsigned long long b = (unsigned long long)__double_as_longlong(v);
     return (b & 0x8000000000000000ULL) ? ~b : (b | 0x8000000000000000ULL);
+}
+
+// the min's key: NaN is 0, below every other (it wins atomicMin; the host decodes 0 to NaN)
+__device__ __forceinline__ unsigned long long min_key(double v) {
+    return v != v ? 0ULL : ord_key(v);
+}
+
+// the max's key: NaN is ~0, above every other (it wins atomicMax; the host decodes ~0 to NaN)
+__device__ __forceinline__ unsigned long long max_key(double v) {
+    return v != v ? ~0ULL : ord_key(v);
+}
+
+// NaN-propagating min / max (np.minimum / np.maximum): fmin / fmax skip a NaN
+__device__ __forceinline__ double nan_min(double a, double b) {
+    return (b != b || b < a) ? b : a;
+}
+
+__device__ __forceinline__ double nan_max(double a, double b) {
+    return (b != b || b > a) ? b : a;
 }
 
 struct Acc {
@@ -52,8 +73,8 @@ __device__ __forceinline__ void acc_add(Acc& a, const Acc& b) {
     a.hy = max(a.hy, b.hy);
     a.hx = max(a.hx, b.hx);
     a.s += b.s;
-    a.mn = fmin(a.mn, b.mn);
-    a.mx = fmax(a.mx, b.mx);
+    a.mn = nan_min(a.mn, b.mn);
+    a.mx = nan_max(a.mx, b.mx);
     if (HAS_M) {
         a.mzz += b.mzz;
         a.mzy += b.mzy;
@@ -118,8 +139,8 @@ __device__ __forceinline__ void flush(long long i, const Acc& a, long long n,
     atomicMax(hi + 2 * n + i, a.hx);
     if (HAS_I) {
         atomicAdd(isum + i, a.s);
-        atomicMin(imin + i, ord_key(a.mn));
-        atomicMax(imax + i, ord_key(a.mx));
+        atomicMin(imin + i, min_key(a.mn));
+        atomicMax(imax + i, max_key(a.mx));
     }
     if (HAS_M) {
         const long long m[6] = {a.mzz, a.mzy, a.mzx, a.myy, a.myx, a.mxx};
@@ -180,8 +201,8 @@ __global__ void label_stats(const T* __restrict__ L, const V* __restrict__ I, lo
                     const double s2o = HAS_M ? __shfl_down_sync(FULL_MASK, s2, off) : 0.0;
                     if (lane + off < e) {
                         s += so;
-                        mn = fmin(mn, mno);
-                        mx = fmax(mx, mxo);
+                        mn = nan_min(mn, mno);
+                        mx = nan_max(mx, mxo);
                         s2 += s2o;
                     }
                 }
