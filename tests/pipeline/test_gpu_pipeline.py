@@ -107,7 +107,14 @@ def test_cpu_and_gpu_outputs_identical(tmp_path, cuda_client, client):
         # each run's own id and processing chunks (what a resumed run takes again)
         assert ma.pop("run") != mb.pop("run")
         assert ma.pop("chunks") == [32, 16, 16] and mb.pop("chunks") == [16, 48, 8]
+        # the input's checksum is over those chunks': in the same chunks, the CPU's and the
+        # GPU's are one (a run resumed on the other backend finds its input unchanged)
+        assert ma.pop("input_checksum") != mb.pop("input_checksum")
         assert ma == mb
+    same = str(tmp_path / "gpu-same.zarr")
+    tilelabel.label_zarr(src, same, chunks=(32, 16, 16), backend="cuda", client=cuda_client)
+    checksum = zarr.open_array(same).attrs["tilelabel"]["input_checksum"]
+    assert checksum == zarr.open_array(a).attrs["tilelabel"]["input_checksum"]
 
 
 AUTO_FROM_A_CLIENT_WITHOUT_GPU = """
