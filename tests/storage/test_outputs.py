@@ -308,3 +308,25 @@ def test_found_tells_what_is_at_a_place(tmp_path, memory_root="memory://tilelabe
     assert places.found(f"{memory_root}/m.zarr") == "zarr"
     places.remove(memory_root)
     assert places.found(f"{memory_root}/m.zarr") == "nothing"
+
+
+def test_a_table_of_other_labels_is_never_passed_for_theirs(tmp_path, capsys):
+    """A table left by an earlier run beside labels made since without one: --resume --stats
+    refuses it (one line) rather than calling the output complete, and writes the table once
+    it is gone."""
+    import pandas as pd
+
+    img = random_volume((24, 24, 24), 0.3, seed=8)
+    src = write_zarr(tmp_path / "in.zarr", img, (8, 8, 8))
+    out, table = tmp_path / "out.zarr", tmp_path / "t.parquet"
+    assert label(src, out, "--stats", table, "--backend", "cpu") == 0
+    assert label(src, out, "-c", "6", "--overwrite", "--backend", "cpu") == 0
+    for _ in range(2):  # refused, and refused again: nothing changed
+        assert label(src, out, "-c", "6", "--stats", table, "--resume", "--backend", "cpu") == 2
+        err = capsys.readouterr().err
+        assert "already exists and is not the table of these labels; remove it" in err, err
+    assert len(pd.read_parquet(table)) == ndimage.label(img, FULL3)[1]
+    table.unlink()
+    assert label(src, out, "-c", "6", "--stats", table, "--resume", "--backend", "cpu") == 0
+    assert len(pd.read_parquet(table)) == ndimage.label(img)[1]
+    assert label(src, out, "-c", "6", "--stats", table, "--resume", "--backend", "cpu") == 0

@@ -498,3 +498,28 @@ def test_a_resume_refuses_an_input_changed_since_and_leaves_the_output_to_resume
     assert sorted(str(p) for p in out.rglob("*")) == before
     zarr.open_array(src, mode="r+")[...] = img
     resumed_exact(args, len(marks(out)), img)
+
+
+def test_a_resume_replaces_the_table_its_run_was_told_to(tmp_path, client, sched, volume):
+    """A run with --overwrite --stats T stopped by SIGTERM, T holding an earlier run's table:
+    --resume --stats T finishes the labels and replaces T with their table."""
+    import pandas as pd
+
+    img, src = volume
+    out, table = tmp_path / "out.zarr", tmp_path / "t.parquet"
+    args = [src, out, "--scheduler", sched, "--chunks", "32,32,32", "--stats", table]
+    assert command(*args, "-q").wait(300) == 0
+    proc = command(*args, "-c", "6", "--overwrite", "-q")
+    pids = worker_pids(client)
+    soon(lambda: proc.poll() is not None or marks(out))  # (the old labels are stored)
+    with stopped(pids):
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+    assert proc.wait(120) == 143, proc.stderr.read()
+    idle(client)
+    resumed = command(*args, "-c", "6", "--resume", "-q")
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    ref, n = ndimage.label(img)
+    np.testing.assert_array_equal(zarr.open_array(str(out))[...], ref)
+    assert len(pd.read_parquet(table)) == n

@@ -321,17 +321,27 @@ def _refuse_nesting(url: str, inputs: dict[str, str], name: str = "output") -> N
 
 
 def check_table(
-    url: str, inputs: dict[str, str], overwrite: bool, storage_options: dict | None = None
+    url: str,
+    inputs: dict[str, str],
+    overwrite: bool,
+    storage_options: dict | None = None,
+    resuming: bool = False,
 ) -> None:
     """Refuse, before any work, a statistics table path that is, holds or lies inside one of
     ``inputs`` (the input, the intensity image, the labels output), that is a directory, that
-    exists without ``overwrite``, or where a file cannot be written."""
+    exists without ``overwrite`` (``resuming``: the file is not the table of the labels
+    resumed, nor one their run may replace), or where a file cannot be written."""
     name = "statistics table"
     _refuse_nesting(url, inputs, name)
     fs, path = places.filesystem(url, storage_options)
     if fs.isdir(path):
         raise ValueError(f"{name} {url} is a directory; name a file")
     if fs.exists(path) and not overwrite:
+        if resuming:
+            raise ValueError(
+                f"{name} {url} already exists and is not the table of these labels; remove "
+                "it, or label again with overwrite=True (--overwrite)"
+            )
         raise ValueError(f"{name} {url} already exists; pass overwrite=True (--overwrite)")
     probe = partial_path(path)
     try:

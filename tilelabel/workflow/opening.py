@@ -104,11 +104,15 @@ def open_run(
         inputs=inputs,
     )
     if o.table is not None:  # a table to write: an output of the run too
-        if output.mode == "done" and not _exists(o.table, o.storage_options):
+        record = output.record or {}
+        ours = record.get("table") == normalize_url(o.table)  # the table of these labels
+        if output.mode == "done" and not (ours and _exists(o.table, o.storage_options)):
             output.mode = "table"  # complete labels without their table: the run writes it
         if output.mode != "done":
             inputs["labels output"] = output.url
-            check_table(o.table, inputs, o.overwrite or o.force, o.storage_options)
+            # a resume may replace what the run it finishes was told to replace
+            replace = o.overwrite or o.force or (ours and bool(record.get("replace_table")))
+            check_table(o.table, inputs, replace, o.storage_options, resuming=o.resume)
     intensity = None
     if o.intensity is not None:
         if tuple(open_input(o.intensity, o.storage_options).shape) != volume.shape:

@@ -161,6 +161,13 @@ def attributes(
         meta["chunks"] = [int(c[0]) for c in plan.chunks]
     if prints is not None:  # what writing a missing table proves the labels were made from
         meta["input_checksum"] = input_checksum(prints)
+    table = run.options.table
+    if table is not None:  # their table, which a resume may replace where this run may
+        from tilelabel.storage import normalize_url
+
+        meta["table"] = normalize_url(table)
+        if run.options.overwrite or run.options.force:
+            meta["replace_table"] = True
     if run.stats is not None:  # what changes the labels, where it is not the default
         kept = {
             "min_size": run.stats.min_size,
