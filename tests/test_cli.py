@@ -292,3 +292,30 @@ def test_verbose_logs_more_and_top_level_help(tmp_path, sched, capsys):
         check=True,
     ).stdout
     assert "examples:" in out and "--config configs/slurm-gpu.yaml" in out and "--ome-labels" in out
+
+
+def test_a_stopping_signal_waits_for_the_main_thread_to_leave_a_library():
+    """SIGTERM raised inside a library's code could leave its locks held (a dask client's, and
+    the stopping run hangs): it is raised once the main thread is in its own code or waiting,
+    and never lost."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    import distributed.utils
+    import pytest
+
+    from tilelabel.cli import _safe_to_raise, _signals_stop_the_run
+    from tilelabel.workflow.state import Terminated
+
+    assert _safe_to_raise(sys._getframe())
+    assert not _safe_to_raise(type("F", (), {"f_code": distributed.utils.sync.__code__})())
+    assert _safe_to_raise(type("F", (), {"f_code": threading.Event.wait.__code__})())
+    started = time.monotonic()
+    with pytest.raises(Terminated) as e, _signals_stop_the_run():
+        os.kill(os.getpid(), signal.SIGTERM)
+        while time.monotonic() - started < 10:  # mostly inside distributed's code
+            distributed.utils.parse_timedelta("1s")
+    assert e.value.signum == signal.SIGTERM and time.monotonic() - started < 3

@@ -10,6 +10,7 @@ import re
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
@@ -244,6 +245,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 STOPPING = (signal.SIGTERM, signal.SIGHUP)
 
 
+#: the packages whose code holds locks that a run's own later calls take again
+_LOCKING = ("distributed", "tornado", "asyncio", "zarr", "fsspec", "concurrent", "threading")
+
+
+def _safe_to_raise(frame: Any) -> bool:
+    """Whether an exception raised in ``frame`` (the main thread's, as a signal came) leaves
+    no lock of a library held: outside their code, or blocked in a wait (a condition's, which
+    takes its lock back as it ends)."""
+    if frame is None:
+        return True
+    code = frame.f_code
+    if code.co_name == "wait" and code.co_filename.endswith("threading.py"):
+        return True
+    parts = code.co_filename.replace("\\", "/").split("/")
+    return not any(p in _LOCKING or p == f"{_LOCKING[-1]}.py" for p in parts)
+
+
 @contextlib.contextmanager
 def _signals_stop_the_run() -> Iterator[None]:
     """While a run goes: a :data:`STOPPING` signal raises
@@ -254,7 +272,17 @@ def _signals_stop_the_run() -> Iterator[None]:
         return
     from tilelabel.workflow.state import Terminated
 
+    deferred_since: list[float] = []
+
     def stop(signum: int, frame: Any) -> None:
+        # raised inside a library's code, the exception could leave a lock of its held (a
+        # dask client's: the run would then hang as it stops); there, it waits for the main
+        # thread to wait, delivered again every 20 ms, at most for a second
+        if not _safe_to_raise(frame):
+            deferred_since[:] = deferred_since or [time.monotonic()]
+            if time.monotonic() - deferred_since[0] < 1.0:
+                threading.Timer(0.02, os.kill, (os.getpid(), signum)).start()
+                return
         for s in STOPPING:
             signal.signal(s, signal.SIG_DFL)
         raise Terminated(signum)
