@@ -315,7 +315,16 @@ def test_a_stopping_signal_waits_for_the_main_thread_to_leave_a_library():
     assert _safe_to_raise(type("F", (), {"f_code": threading.Event.wait.__code__})())
     started = time.monotonic()
     with pytest.raises(Terminated) as e, _signals_stop_the_run():
-        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
         while time.monotonic() - started < 10:  # mostly inside distributed's code
-            distributed.utils.parse_timedelta("1s")
+            distributed.utils.key_split_group("x-1")
     assert e.value.signum == signal.SIGTERM and time.monotonic() - started < 3
+    assert not any("distributed" in str(entry.path) for entry in e.traceback)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt) as e, _signals_stop_the_run():  # Ctrl-C alike
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        while time.monotonic() - started < 10:
+            distributed.utils.key_split_group("x-1")
+    assert not isinstance(e.value, Terminated) and time.monotonic() - started < 3
+    assert not any("distributed" in str(entry.path) for entry in e.traceback)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -265,8 +265,10 @@ def _safe_to_raise(frame: Any) -> bool:
 @contextlib.contextmanager
 def _signals_stop_the_run() -> Iterator[None]:
     """While a run goes: a :data:`STOPPING` signal raises
-    :class:`tilelabel.workflow.state.Terminated` in it (a second one ends the process at once).
-    Only in the main thread, where Python delivers signals."""
+    :class:`tilelabel.workflow.state.Terminated` in it (a second one ends the process at once),
+    and Ctrl-C KeyboardInterrupt, as it would (where it is not ignored), both only where no
+    library's lock is left held (:func:`_safe_to_raise`). Only in the main thread, where Python
+    delivers signals."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -283,11 +285,18 @@ def _signals_stop_the_run() -> Iterator[None]:
             if time.monotonic() - deferred_since[0] < 1.0:
                 threading.Timer(0.02, os.kill, (os.getpid(), signum)).start()
                 return
+        deferred_since.clear()
+        if signum == signal.SIGINT:  # a second Ctrl-C interrupts the stop at once, as ever
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
         for s in STOPPING:
             signal.signal(s, signal.SIG_DFL)
         raise Terminated(signum)
 
-    before = {s: signal.signal(s, stop) for s in STOPPING}
+    caught = list(STOPPING)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        caught.append(signal.SIGINT)
+    before = {s: signal.signal(s, stop) for s in caught}
     try:
         yield
     finally:
