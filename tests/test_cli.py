@@ -321,6 +321,8 @@ def test_a_stopping_signal_waits_for_the_main_thread_to_leave_a_library():
     assert e.value.signum == signal.SIGTERM and time.monotonic() - started < 3
     assert not any("distributed" in str(entry.path) for entry in e.traceback)
     started = time.monotonic()
+    # (Ctrl-C as Python sets it up: an earlier test's library may have set another handler)
+    earlier = signal.signal(signal.SIGINT, signal.default_int_handler)
     with pytest.raises(KeyboardInterrupt) as e, _signals_stop_the_run():  # Ctrl-C alike
         threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
         while time.monotonic() - started < 10:
@@ -328,3 +330,4 @@ def test_a_stopping_signal_waits_for_the_main_thread_to_leave_a_library():
     assert not isinstance(e.value, Terminated) and time.monotonic() - started < 3
     assert not any("distributed" in str(entry.path) for entry in e.traceback)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    signal.signal(signal.SIGINT, earlier)
