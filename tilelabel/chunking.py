@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,10 @@ class ChunkPlan:
     wrap: tuple[int, ...] = ()
     #: the indices of the chunks that hold stored data, in raster order (None: every chunk)
     stored: tuple[tuple[int, ...], ...] | None = None
+    #: where not None, every chunk but those in ``held`` holds no stored data and is all this
+    #: value (a nonzero fill value): each is one constant block, which the pipeline labels once
+    fill: Any = None
+    held: frozenset[tuple[int, ...]] = dataclasses.field(default=frozenset(), repr=False)
 
     def __post_init__(self) -> None:
         for axis, (s, c) in enumerate(zip(self.shape, self.chunks, strict=True)):
@@ -103,14 +108,25 @@ class ChunkPlan:
             out = out * g + int(i)
         return out
 
-    def holding(self, units: np.ndarray, unit: Sequence[int]) -> ChunkPlan:
-        """This plan visiting only the chunks that hold one of the stored ``units`` (each row the
-        index of a storage chunk of shape ``unit``; the chunks are whole multiples of it)."""
+    def holding(self, units: np.ndarray, unit: Sequence[int], fill: Any = None) -> ChunkPlan:
+        """This plan where only the chunks that hold one of the stored ``units`` (each row the
+        index of a storage chunk of shape ``unit``; the chunks are whole multiples of it) hold
+        data: the only ones visited, or with a nonzero ``fill`` the others are constant."""
         size = np.array([c[0] for c in self.chunks], np.int64)
         held = np.unique(np.asarray(units, np.int64).reshape(-1, self.ndim) * unit // size, axis=0)
         if len(held) == math.prod(self.grid):
             return self
-        return dataclasses.replace(self, stored=tuple(tuple(map(int, i)) for i in held))
+        held = tuple(tuple(map(int, i)) for i in held)
+        if fill is None:
+            return dataclasses.replace(self, stored=held)
+        return dataclasses.replace(self, fill=fill, held=frozenset(held))
+
+    def constant(self, index: Sequence[int]) -> Any:
+        """The value of every voxel of chunk ``index`` where it holds no stored data and that
+        value is not 0 (:attr:`fill`), else None."""
+        if self.fill is None or tuple(index) in self.held:
+            return None
+        return self.fill
 
     def offset(self, index: Sequence[int]) -> tuple[int, ...]:
         return tuple(int(sum(c[:i])) for c, i in zip(self.chunks, index, strict=True))
@@ -222,25 +238,27 @@ def plan_for_run(
     largest: int,
     min_tiles: int = 1,
     stored: np.ndarray | None = None,
+    fill: Any = None,
 ) -> ChunkPlan:
     """A run's plan: ``chunks`` when given, else chunks of at most ``largest`` voxels, made
     smaller for small volumes so that each of the cluster's ``threads`` worker threads gets two
     chunks, but not below ``min_tiles`` storage chunks (nor above ``largest`` for that).
     ``stored``: the indices of the storage chunks that hold data (None: all may), the only
-    ones the plan visits (:meth:`ChunkPlan.holding`)."""
+    ones the plan visits, or with a nonzero ``fill`` the ones not constant
+    (:meth:`ChunkPlan.holding`)."""
     unit = tuple(min(int(c), int(s)) for c, s in zip(storage_chunks, shape, strict=True))
     if chunks is not None:
         plan = plan_for_storage(shape, storage_chunks, chunks)
     else:
         voxels = math.prod(int(s) for s in shape)
-        if stored is not None:  # the volume's stored part is what the threads share
+        if stored is not None and fill is None:  # the stored part is what threads share
             voxels = min(voxels, len(stored) * math.prod(unit))
         target = max(voxels // (2 * max(threads, 1)), min(min_tiles * math.prod(unit), largest))
         target = min(target, largest)
         # a sparse volume's grid may need chunks larger than its stored data asks for
         fewest = -(-math.prod(int(s) for s in shape) // MAX_GRID_CHUNKS)
         plan = plan_for_storage(shape, storage_chunks, None, max(int(target), fewest, 1))
-    return plan if stored is None else plan.holding(stored, unit)
+    return plan if stored is None else plan.holding(stored, unit, fill)
 
 
 def forward_steps(ndim: int) -> list[tuple[int, ...]]:

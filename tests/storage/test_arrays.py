@@ -377,8 +377,8 @@ def test_a_chunk_that_cannot_be_written_leaves_no_partial_file(tmp_path):
 def test_stored_chunks_are_listed_from_the_store_not_the_grid(tmp_path):
     """The chunks a store holds, as grid indices in raster order, for zarr v2 and v3, sharded
     arrays (their shards), an OME-Zarr plane (only the chunks of the selected leading index);
-    None where the fill value is not 0 (a chunk not stored is not background there)."""
-    from tilelabel.storage.arrays import stored_chunks
+    with another fill value too, which :func:`fill_value` gives (None where it is 0)."""
+    from tilelabel.storage.arrays import fill_value, stored_chunks
 
     v3 = zarr.create_array(str(tmp_path / "v3.zarr"), shape=(40, 40), chunks=(10, 10), dtype="u1")
     v3[10:20, 30:40] = 1
@@ -404,4 +404,7 @@ def test_stored_chunks_are_listed_from_the_store_not_the_grid(tmp_path):
     filled = zarr.create_array(
         str(tmp_path / "f.zarr"), shape=(40, 40), chunks=(10, 10), dtype="u1", fill_value=1
     )
-    assert stored_chunks(filled) is None
+    filled[35, 15] = 0
+    np.testing.assert_array_equal(stored_chunks(filled), [[3, 1]])
+    assert fill_value(filled) == 1 and fill_value(filled).dtype == np.uint8
+    assert fill_value(v3) is None

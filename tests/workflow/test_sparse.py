@@ -1,6 +1,7 @@
 """Cost follows the stored data: chunks never written (fill value 0) are background that no
 task reads, labels or writes, so a volume of (2^20)^3 voxels with a few stored chunks labels
-as fast as those chunks do, exactly."""
+as fast as those chunks do, exactly. With a nonzero fill value, a chunk never written is one
+constant block, labeled once and never read."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from scipy import ndimage
 
 import tilelabel
 from tilelabel.connectivity import structure
+from tilelabel.kernels.backends import cuda_available
 from tilelabel.storage.arrays import stored_chunks
 from tilelabel.synth import random_volume
 
@@ -137,3 +139,59 @@ def test_a_run_of_more_tasks_than_the_cluster_can_hold_is_refused_before_any_wor
         )
         # the stored chunks, not the grid, count: 4 of 16 here
         assert tilelabel.label_zarr(src, str(tmp_path / "o2.zarr"), chunks=(C, C, C)) > 0
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "cpu",
+        pytest.param(
+            "cuda",
+            marks=[
+                pytest.mark.gpu,
+                pytest.mark.skipif(not cuda_available(), reason="needs a usable GPU"),
+            ],
+        ),
+    ],
+)
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_chunks_of_a_nonzero_fill_are_one_block_labeled_once(tmp_path, multilabel, backend):
+    """Fill value 3: the chunks not stored are one component with their neighbours' 3s (or
+    every nonzero, binary), labeled once per shape and never read; the labels equal scipy's
+    (cc3d's) of the whole volume, for any chunking."""
+    import cc3d
+
+    from tilelabel.pipeline.local import constant_block
+
+    c = 16
+    shape = (4 * c, 3 * c, 5 * c)
+    rng = np.random.default_rng(7)
+    arr = zarr.create_array(
+        str(tmp_path / "in.zarr"), shape=shape, chunks=(c,) * 3, dtype="u1", fill_value=3
+    )
+    for idx in [(0, 0, 0), (1, 1, 2), (2, 0, 4), (3, 2, 1)]:
+        block = rng.choice(np.array([0, 0, 3, 5], np.uint8), size=(c,) * 3)
+        block[:, :, 4] = 0  # a wall: some fill chunks meet only through others
+        arr[tuple(slice(i * c, (i + 1) * c) for i in idx)] = block
+    full = arr[...]
+    for chunks, conn in [((c,) * 3, 26), ((2 * c, c, 3 * c), 6)]:
+        constant_block.cache_clear()
+        out = tmp_path / f"out{conn}.zarr"
+        n = tilelabel.label_zarr(
+            str(tmp_path / "in.zarr"),
+            str(out),
+            chunks=chunks,
+            connectivity=conn,
+            backend=backend,
+            multilabel=multilabel,
+        )
+        if multilabel:
+            ref = cc3d.connected_components(full, connectivity=conn).astype(np.uint32)
+            n_ref = int(ref.max())
+        else:
+            ref, n_ref = ndimage.label(full, structure(3, conn))
+        assert n == n_ref
+        np.testing.assert_array_equal(zarr.open_array(str(out))[...], ref)
+        # labeled once per chunk shape (at most 2^3 of them), and then found again
+        info = constant_block.cache_info()
+        assert 0 < info.misses <= 8 and info.hits > info.misses, info

@@ -168,7 +168,10 @@ def build(
 def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots, prints) -> None:
     """Each chunk's summary (:func:`local.summarize`), and its parts as tasks of their own."""
     for idx in plan.indices():
-        inputs = [source.block(idx)] + ([intensity.block(idx)] if intensity is not None else [])
+        # a chunk all of a nonzero fill value is read only for statistics
+        constant = None if stats is not None else plan.constant(idx)
+        inputs = [source.block(idx) if constant is None else None]
+        inputs += [intensity.block(idx)] if intensity is not None else []
         slot = slots[idx]
         summary = t.add(
             "summary",
@@ -182,6 +185,7 @@ def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots, print
             keys=stats is not None and stats.keys,
             keep=None if slot is None else functools.partial(kept.put, slot),
             fingerprint=prints,
+            **({} if constant is None else {"constant": constant}),
         )
         t.add("borders", idx, operator.attrgetter("borders"), summary)
         counts = t.add("counts", idx, operator.attrgetter("counts"), summary)

@@ -203,6 +203,27 @@ def open_faces(
     return faces, ids[ids != 0].astype(np.int64)
 
 
+@functools.lru_cache(maxsize=4)
+def constant_block(
+    labeler: Labeler, shape: tuple[int, ...], dtype: str, value: Any
+) -> tuple[Any, int, np.ndarray, int, np.ndarray]:
+    """``(labels, n, first, checksum, image)`` of a block of ``shape`` all ``value`` (of
+    ``dtype``): labeled once per process and shape for every chunk that holds no stored data
+    of a nonzero fill value; ``image``: the value the kernels labeled, as a 1-array."""
+    block = np.full(shape, value, dtype)
+    be = get_backend(labeler.backend)
+    fg = labeler.image(block)
+    labels, n, first = labeler.label_first(fg)
+    if isinstance(labels, np.ndarray):
+        labels.flags.writeable = False  # shared by every such chunk
+    return labels, n, first, be.fingerprint(block), value_at(be, fg, first[:1])
+
+
+def constant_labels(labeler: Labeler, shape: tuple[int, ...], value: np.generic):
+    """:func:`constant_block` of a chunk of ``shape`` all ``value`` (a NumPy scalar)."""
+    return constant_block(labeler, tuple(shape), value.dtype.str, value.item())
+
+
 def value_at(be: Backend, values: Any, flat: np.ndarray) -> np.ndarray:
     """The values at raster indices ``flat`` of a block (host or the backend's device), as a
     host array."""
@@ -220,6 +241,7 @@ def summarize(
     intensity: np.ndarray | None = None,
     keep: Callable[..., object] | None = None,
     fingerprint: bool = False,
+    constant: np.generic | None = None,
 ) -> Summary:
     """Label one chunk and return what the merge and the numbering need from it.
 
@@ -228,7 +250,11 @@ def summarize(
     ``keep(labels, n, pack)`` is handed the chunk's labels (device or host, the backend's own)
     and a function that packs its foreground to bits, for the writing pass to reuse either.
     With ``fingerprint``, the checksum of the block as read (a resumed run compares it).
+    ``constant``: the chunk holds no stored data and is all this value (``block`` is then
+    unused, and without statistics it is labeled as :func:`constant_block`).
     """
+    if constant is not None and not stats:
+        return _constant_summary(chunk, labeler, constant, fingerprint)
     check_no_nan(block, chunk.offset, chunk.where)  # visible only once data is read
     if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
         raise ValueError(
@@ -253,14 +279,31 @@ def summarize(
         table["key"] = to_global_keys(first, chunk)[:, None]
     borders = _borders(be, labels, first, chunk, values)
     del labels, values
+    return Summary(borders, _counts(n, first, chunk, borders), table, checksum)
+
+
+def _constant_summary(
+    chunk: Chunk, labeler: Labeler, constant: np.generic, fingerprint: bool
+) -> Summary:
+    """:func:`summarize` of a chunk all ``constant``, from its one labeling per process."""
+    check_no_nan(np.full((1,) * len(chunk.shape), constant), chunk.offset, chunk.where)
+    labels, n, first, checksum, image = constant_labels(labeler, chunk.shape, constant)
+    faces, ids = open_faces(get_backend(labeler.backend), labels, chunk)
+    values = np.repeat(image, ids.size) if labeler.multilabel else None
+    borders = Borders(faces, ids, to_global_keys(first[ids - 1], chunk), values)
+    counts = _counts(n, first, chunk, borders)
+    return Summary(borders, counts, None, checksum if fingerprint else None)
+
+
+def _counts(n: int, first: np.ndarray, chunk: Chunk, borders: Borders) -> Counts:
+    """What the numbering needs of a chunk of ``n`` labels whose first voxels are ``first``."""
     x = chunk.shape[-1]
     rows = int(np.prod(chunk.shape[:-1]))
     # first voxels come in raster order: a row's count is where the next row's labels start
     # less where its own do (a search lets go of the GIL, which a bincount holds)
     starts = np.searchsorted(first, np.arange(1, rows + 1, dtype=np.int64) * x)
     row_counts = np.diff(starts, prepend=0).astype(row_count_dtype(x))
-    counts = Counts(n, row_counts.reshape(chunk.shape[:-1]), borders.ids, borders.keys)
-    return Summary(borders, counts, table, checksum)
+    return Counts(n, row_counts.reshape(chunk.shape[:-1]), borders.ids, borders.keys)
 
 
 def summary_task(
@@ -274,12 +317,15 @@ def summary_task(
     keys: bool = False,
     keep: Callable[..., object] | None = None,
     fingerprint: bool = False,
+    constant: np.generic | None = None,
 ) -> Summary:
     """The labeling pass's task: ``block`` and ``intensity`` are blocks or readers of them
-    (:func:`materialize`)."""
+    (:func:`materialize`); with ``constant``, no block is read unless statistics need one."""
     values = None if intensity is None else materialize(intensity, chunk.slices)
+    if constant is not None and not stats:
+        block = None
     return summarize(
-        materialize(block, chunk.slices, labeler),
+        None if block is None else materialize(block, chunk.slices, labeler),
         chunk=chunk,
         labeler=labeler,
         stats=stats,
@@ -288,4 +334,5 @@ def summary_task(
         intensity=values,
         keep=keep,
         fingerprint=fingerprint,
+        constant=constant,
     )

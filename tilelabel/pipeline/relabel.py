@@ -18,7 +18,7 @@ import numpy as np
 from tilelabel.chunking import Chunk
 from tilelabel.kernels.backends import Backend, get_backend
 from tilelabel.pipeline import kept
-from tilelabel.pipeline.local import Labeler, materialize
+from tilelabel.pipeline.local import Labeler, constant_labels, materialize
 from tilelabel.pipeline.numbering import LutSpec, build_lut
 
 _lock = threading.Lock()
@@ -102,6 +102,7 @@ def write_chunk(
     encoder: Any = None,
     marks: Any = None,
     token: str = "",
+    constant: np.generic | None = None,
 ) -> None:
     """The writing pass's task: the chunk's final labels into ``target`` (a
     :class:`tilelabel.storage.ZarrTarget`), then the chunk recorded as written in ``marks``
@@ -109,11 +110,15 @@ def write_chunk(
     where nothing of the chunk was kept (``slot``); ``encoder``: where set, how the chunk may be
     compressed on the device (:meth:`tilelabel.resources.encoding.GPUEncoder.encode`), whose
     compressed storage chunks the target then stores as they are. While it runs, it counts as
-    one of ``token``'s writes in flight (:func:`writes_in_flight`)."""
+    one of ``token``'s writes in flight (:func:`writes_in_flight`). ``constant``: the chunk
+    holds no stored data and is all this value, labeled once per process, not read."""
     with _writing(token):
         lut = build_lut(spec, dtype)
         entry = None if slot is None else kept.take(slot)
-        if entry is None:
+        if constant is not None:
+            labels, n, *_ = constant_labels(labeler, chunk.shape, constant)
+            entry = kept.Kept(labels=labels, n=n, packed=None, shape=chunk.shape)
+        elif entry is None:
             block = materialize(block, chunk.slices, labeler)
         be, labels = labels_again(block, spec, labeler=labeler, entry=entry)
         tiles = None if encoder is None else encoder.encode(be, labels, lut)

@@ -196,7 +196,9 @@ class GPUResources:
             # chunks the GPU compresses keep enough storage tiles to keep it busy
             min_tiles = MIN_BATCH_TILES if encoding else 1
             largest = largest or TARGET_VOXELS
-            return plan_for_run(shape, storage, chunks, nthreads, largest, min_tiles, r.stored)
+            return plan_for_run(
+                shape, storage, chunks, nthreads, largest, min_tiles, r.stored, r.fill
+            )
 
         return gpu_memory.first_that_fits(
             check=check,

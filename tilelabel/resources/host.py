@@ -70,7 +70,9 @@ class HostResources:
     def fit(self, ex, request: PlanRequest) -> RunPlan:
         r, per = request, ex.threads()
         threads = sum(per.values()) or 1
-        plan = plan_for_run(r.shape, r.storage, r.chunks, threads, TARGET_VOXELS, stored=r.stored)
+        plan = plan_for_run(
+            r.shape, r.storage, r.chunks, threads, TARGET_VOXELS, stored=r.stored, fill=r.fill
+        )
         most = max(per.values(), default=1)
         return RunPlan.of(
             plan, r.connectivity, threads, r.keep_labels, r.keep_input, per_worker=most

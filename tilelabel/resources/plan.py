@@ -106,6 +106,8 @@ class PlanRequest:
     like: Any
     #: the indices of the storage chunks that hold data (None: all may)
     stored: Any = None
+    #: the value of the chunks not stored where it is not 0 (None: they are background)
+    fill: Any = None
 
 
 @dataclass(frozen=True)

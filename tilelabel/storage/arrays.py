@@ -86,14 +86,18 @@ def create_output(
     )
 
 
+def fill_value(arr: zarr.Array) -> np.generic | None:
+    """The value of ``arr``'s chunks that are not stored, in its dtype; None where it is 0
+    (background, which no task needs to read)."""
+    fill = np.asarray(arr.metadata.fill_value, dtype=arr.dtype)[()]
+    return None if fill == 0 else fill
+
+
 def stored_chunks(arr: zarr.Array, lead: tuple[int, ...] = ()) -> np.ndarray | None:
     """The indices of ``arr``'s stored chunks (shards, in a sharded array) over its axes past
     the ``lead`` ones (an OME-Zarr image's selected time point and channel: only chunks that
-    hold them), one row each, in raster order: where the fill value is 0, a chunk not stored
-    is background. None where every chunk may hold data (another fill value, or a store that
-    cannot list its keys)."""
-    if np.asarray(arr.metadata.fill_value).astype(np.float64) != 0:
-        return None
+    hold them), one row each, in raster order: a chunk not stored is all the fill value
+    (:func:`fill_value`). None where the store cannot list its keys."""
     from zarr.core.sync import sync
 
     store, prefix = arr.store_path.store, arr.store_path.path

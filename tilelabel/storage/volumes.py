@@ -38,9 +38,14 @@ class Volume:
         return arrays.storage_chunks(self.array)[len(self.lead) :]
 
     def stored_chunks(self) -> np.ndarray | None:
-        """The indices of the storage chunks that hold data, where the rest are background
+        """The indices of the storage chunks that hold data, the rest being all :attr:`fill`
         (:func:`.arrays.stored_chunks`); None: any may hold data."""
         return arrays.stored_chunks(self.array, self.lead)
+
+    @property
+    def fill(self) -> np.generic | None:
+        """The value of the chunks not stored where it is not 0 (:func:`.arrays.fill_value`)."""
+        return arrays.fill_value(self.array)
 
     def reader(self) -> arrays.ZarrSource:
         return arrays.ZarrSource(self.url, self.storage_options, self.lead)

@@ -122,8 +122,9 @@ def open_run(
         intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
     labeler = Labeler(backend, connectivity, o.algorithm, multilabel=o.multilabel)
     itemsize = volume.array.dtype.itemsize
-    stored = volume.stored_chunks()  # no task visits the chunks that hold no data
-    nstored = None if stored is None else len(stored)
+    # no task visits the chunks that hold no data, or with a nonzero fill, none reads them
+    stored, fill = volume.stored_chunks(), volume.fill
+    nstored = None if stored is None or fill is not None else len(stored)
     run = Run(
         options=o,
         volume=volume,
@@ -137,6 +138,7 @@ def open_run(
         intensity=intensity,
         wrap=wrap,
         stored=stored,
+        fill=fill,
         progress=progress,
         started=started,
     )

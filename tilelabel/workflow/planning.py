@@ -40,6 +40,7 @@ def plan_run(run: Run, ex: Executor) -> RunPlan:
         gpu_encode=o.gpu_encode,
         like=volume.array,
         stored=run.stored,
+        fill=run.fill,
     )
     run_plan = run.resources.fit(ex, request)
     for warm in run.resources.warm_ups(run_plan):

@@ -65,9 +65,11 @@ class Run:
     intensity: ZarrSource | None = None
     #: the wrapped axes (periodic boundaries, :mod:`tilelabel.periodic`)
     wrap: tuple[int, ...] = ()
-    #: the indices of the input's storage chunks that hold data, the rest being background
-    #: (None: any may hold data; :meth:`tilelabel.storage.Volume.stored_chunks`)
+    #: the indices of the input's storage chunks that hold data, the rest being all ``fill``,
+    #: or background where that is None (None: any may hold data;
+    #: :meth:`tilelabel.storage.Volume.stored_chunks`)
     stored: Any = None
+    fill: Any = None
     progress: bool = False
     #: when it began (``time.perf_counter``)
     started: float = field(default_factory=time.perf_counter)

@@ -92,6 +92,7 @@ def write(
             encoder=encoder,
             marks=marks,
             token=token,
+            constant=graph.plan.constant(idx),
             key=relabel.write_key(token, i),
             where=keepers.get(idx),
         )
