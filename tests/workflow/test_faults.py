@@ -222,6 +222,19 @@ def test_ctrl_c_in_the_writing_pass_waits_for_the_writes_and_leaves_nothing(
     assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
 
 
+def signalled_while_writing(client, args, out, sig):
+    """The command ``args`` (quiet), sent ``sig`` once its writing pass began, while the
+    workers are held still for a second so that writes are in flight."""
+    proc = command(*args, "-q")
+    pids = worker_pids(client)
+    soon(lambda: writing_began(out, proc))
+    with stopped(pids):
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(sig)
+        time.sleep(1.0)
+    return proc
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_in_the_writing_pass_leaves_the_output_to_resume(
     tmp_path, client, sched, volume, sig
@@ -233,13 +246,7 @@ def test_sigterm_in_the_writing_pass_leaves_the_output_to_resume(
     img, src = volume
     out = tmp_path / "out.zarr"
     args = [src, out, "--scheduler", sched, "--chunks", "32,32,32"]
-    proc = command(*args, "-q")
-    pids = worker_pids(client)
-    soon(lambda: writing_began(out, proc))
-    with stopped(pids):
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(sig)
-        time.sleep(1.0)
+    proc = signalled_while_writing(client, args, out, sig)
     _, err = proc.communicate(timeout=120)
     name = signal.Signals(sig).name
     said = f"tilelabel: terminated ({name}); --resume finishes the labels\n"
@@ -480,12 +487,7 @@ def test_a_resume_refuses_an_input_changed_since_and_leaves_the_output_to_resume
     img, src = volume
     out = tmp_path / "out.zarr"
     args = [src, out, "--scheduler", sched, "--chunks", "32,32,32"]
-    proc = command(*args, "-q")
-    pids = worker_pids(client)
-    soon(lambda: writing_began(out, proc))
-    with stopped(pids):
-        proc.send_signal(signal.SIGTERM)
-        time.sleep(1.0)
+    proc = signalled_while_writing(client, args, out, signal.SIGTERM)
     assert proc.wait(120) == 143, proc.stderr.read()
     idle(client)
     before = sorted(str(p) for p in out.rglob("*"))

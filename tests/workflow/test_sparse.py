@@ -14,8 +14,8 @@ import zarr
 from scipy import ndimage
 
 import tilelabel
+from tests.kernels.test_backends import BACKENDS
 from tilelabel.connectivity import structure
-from tilelabel.kernels.backends import cuda_available
 from tilelabel.storage.arrays import stored_chunks
 from tilelabel.synth import random_volume
 
@@ -141,19 +141,7 @@ def test_a_run_of_more_tasks_than_the_cluster_can_hold_is_refused_before_any_wor
         assert tilelabel.label_zarr(src, str(tmp_path / "o2.zarr"), chunks=(C, C, C)) > 0
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [
-        "cpu",
-        pytest.param(
-            "cuda",
-            marks=[
-                pytest.mark.gpu,
-                pytest.mark.skipif(not cuda_available(), reason="needs a usable GPU"),
-            ],
-        ),
-    ],
-)
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("multilabel", [False, True])
 def test_chunks_of_a_nonzero_fill_are_one_block_labeled_once(tmp_path, multilabel, backend):
     """Fill value 3: the chunks not stored are one component with their neighbours' 3s (or

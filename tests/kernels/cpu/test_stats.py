@@ -150,17 +150,23 @@ def random_labels(rng, shape, k, background, run):
     return raster_numbered(lab)
 
 
+def any_labels(rng, longest: int = 90):
+    """:func:`random_labels` of a random 2-D or 3-D shape (rows up to ``longest``), count of
+    labels, background fraction and run length."""
+    ndim = int(rng.integers(2, 4))
+    shape = tuple(int(s) for s in rng.integers(1, 9, ndim - 1)) + (int(rng.integers(1, longest)),)
+    k, background = int(rng.integers(1, 7)), rng.random()
+    return random_labels(rng, shape, k, background, int(rng.choice([1, 2, 5, 40])))
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_random_labels_against_brute_force(seed):
     # labels need not be connected: rows mixing several labels, sparse and dense, runs of one
     # voxel and runs touching either end of a row, labels that leave a row and come back
     rng = np.random.default_rng(seed)
     for _ in range(60):
-        ndim = int(rng.integers(2, 4))
-        shape = tuple(int(s) for s in rng.integers(1, 9, ndim - 1)) + (int(rng.integers(1, 90)),)
-        lab, n = random_labels(
-            rng, shape, int(rng.integers(1, 7)), rng.random(), int(rng.choice([1, 2, 5, 40]))
-        )
+        lab, n = any_labels(rng)
+        shape = lab.shape
         idt = rng.choice([np.uint8, np.int16, np.int32, np.int64, np.uint64])
         intensity = rng.integers(0, 120, shape).astype(idt)
         want = brute_stats(lab, n, intensity)
@@ -177,20 +183,23 @@ def test_random_labels_against_brute_force(seed):
                     assert first.shape == (0,)
 
 
+#: 1 comes back in a sparse row that also holds 2, further left than before (its box must
+#: widen); 3 is a single voxel at the row's last x; 4 fills a whole row; 5 and 2 alternate
+#: voxel by voxel in a dense row
+ROWS_BY_HAND = np.array(
+    [
+        [0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0],
+        [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 3],
+        [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4],
+        [5, 2, 5, 2, 5, 2, 5, 2, 5, 2, 5, 1],
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    ],
+    np.uint32,
+)
+
+
 def test_rows_by_hand():
-    # 1 comes back in a sparse row that also holds 2, further left than before (its box must
-    # widen); 3 is a single voxel at the row's last x; 4 fills a whole row; 5 and 2 alternate
-    # voxel by voxel in a dense row
-    lab = np.array(
-        [
-            [0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0],
-            [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 3],
-            [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4],
-            [5, 2, 5, 2, 5, 2, 5, 2, 5, 2, 5, 1],
-            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
-        ],
-        np.uint32,
-    )
+    lab = ROWS_BY_HAND.copy()
     intensity = np.arange(lab.size, dtype=np.uint16).reshape(lab.shape)
     for dtype in (np.uint32, np.uint64):
         for shape in (lab.shape, (1,) + lab.shape, (5, 1, 12)):
@@ -266,11 +275,8 @@ def test_moments_against_brute_force(seed):
     # while they stay below 2**53, as here
     rng = np.random.default_rng(seed)
     for _ in range(30):
-        ndim = int(rng.integers(2, 4))
-        shape = tuple(int(s) for s in rng.integers(1, 9, ndim - 1)) + (int(rng.integers(1, 90)),)
-        lab, n = random_labels(
-            rng, shape, int(rng.integers(1, 7)), rng.random(), int(rng.choice([1, 2, 5, 40]))
-        )
+        lab, n = any_labels(rng)
+        shape, ndim = lab.shape, lab.ndim
         intensity = rng.integers(0, 120, shape).astype(np.int16)
         offset = tuple(int(o) for o in rng.integers(0, 5000, ndim))
         want = brute_moments(lab, n, offset, intensity)
@@ -312,11 +318,7 @@ def test_nan_intensity_min_max_as_numpy(seed):
     # rows alike, at a label's first voxel or later
     rng = np.random.default_rng(seed)
     for _ in range(40):
-        ndim = int(rng.integers(2, 4))
-        shape = tuple(int(s) for s in rng.integers(1, 9, ndim - 1)) + (int(rng.integers(1, 90)),)
-        lab, n = random_labels(
-            rng, shape, int(rng.integers(1, 7)), rng.random(), int(rng.choice([1, 2, 5, 40]))
-        )
+        lab, n = any_labels(rng)
         for dt in (np.float32, np.float64):
             v = with_nans(rng, lab, n, dt, overflow=True)
             with np.errstate(invalid="ignore", over="ignore"):  # np.minimum.at: NaN wins
@@ -336,16 +338,7 @@ def test_nan_at_every_voxel_by_hand():
     # a single NaN at each foreground voxel in turn of test_rows_by_hand's rows: its label's
     # min and max are NaN, the other labels' as without it; also where labels hold +inf and
     # -inf (4), or a sum gone to +inf and a -inf (5), whose sums are NaN without a NaN
-    lab = np.array(
-        [
-            [0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0],
-            [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 3],
-            [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4],
-            [5, 2, 5, 2, 5, 2, 5, 2, 5, 2, 5, 1],
-            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
-        ],
-        np.uint32,
-    )
+    lab = ROWS_BY_HAND.copy()
     finite = np.arange(lab.size, dtype=np.float64).reshape(lab.shape) - 20
     infs = finite.copy()
     infs[2, 3], infs[2, 9] = np.inf, -np.inf

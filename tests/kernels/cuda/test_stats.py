@@ -16,7 +16,7 @@ from scipy import ndimage
 
 import tilelabel
 from tests.cases import families
-from tests.kernels.cpu.test_stats import brute_stats, check, random_labels, with_nans
+from tests.kernels.cpu.test_stats import any_labels, brute_stats, check, with_nans
 from tilelabel.kernels.backends import cuda_available
 from tilelabel.kernels.cpu.stats import label_stats
 from tilelabel.synth import random_volume
@@ -152,11 +152,7 @@ def test_nan_intensity_min_max_equal_cpu(seed):
     # and -inf without NaN: min -inf, max +inf
     rng = np.random.default_rng(seed)
     for _ in range(30):
-        ndim = int(rng.integers(2, 4))
-        shape = tuple(int(s) for s in rng.integers(1, 9, ndim - 1)) + (int(rng.integers(1, 200)),)
-        lab, n = random_labels(
-            rng, shape, int(rng.integers(1, 7)), rng.random(), int(rng.choice([1, 2, 5, 40]))
-        )
+        lab, n = any_labels(rng, longest=200)
         for dt in (np.float32, np.float64):
             v = with_nans(rng, lab, n, dt)
             with np.errstate(invalid="ignore"):
