@@ -4,6 +4,8 @@ them where one can be started here), a site's jobqueue.yaml, and one-allocation 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -426,3 +428,25 @@ def test_slurm_runner_outside_an_allocation_says_so(tmp_path, monkeypatch, capsy
     cfg.write_text("cluster: {kind: slurm-runner}\n")
     assert main(["label", "--config", str(cfg), "in.zarr", "out.zarr"]) != 0
     assert "in every task of an srun" in capsys.readouterr().err
+
+
+CTRL_C_KEPT = """
+import signal
+from tilelabel.cluster.jobqueue import runner_class
+def mine(*_):
+    pass
+signal.signal(signal.SIGINT, mine)
+runner_class(client={client})
+print(signal.getsignal(signal.SIGINT) is mine)
+"""
+
+
+@pytest.mark.parametrize("client, kept", [(True, "True"), (False, "False")])
+def test_the_run_keeps_its_ctrl_c_handler_where_dask_jobqueue_s_runner_sets_one(client, kept):
+    """dask-jobqueue's runner module replaces SIGINT's handler on import: the run's task puts
+    its own back (Ctrl-C then stops the run in one line); its scheduler and workers keep the
+    runner's, which their shutdown needs."""
+    pytest.importorskip("dask_jobqueue")
+    code = CTRL_C_KEPT.format(client=client)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == kept

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -186,13 +188,24 @@ def connect_batch(spec: dict[str, Any]) -> Iterator[Client]:
 CLIENT_TASK = 1
 
 
-def _runner(spec: dict[str, Any]):
+def runner_class(client: bool = False) -> type:
+    """dask-jobqueue's ``SLURMRunner``. Its module's import makes Ctrl-C exit the process
+    wherever it lands, as the scheduler and workers it serves need; for the run's own task
+    (``client``), Ctrl-C's handler is put back, so that it stops the run as anywhere else."""
+    ctrl_c = signal.getsignal(signal.SIGINT)
     try:
         from dask_jobqueue.slurm import SLURMRunner
     except ImportError as e:
         raise RuntimeError(
             "cluster kind 'slurm-runner' needs dask-jobqueue: pip install 'tilelabel[slurm]'"
         ) from e
+    if client and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, ctrl_c)
+    return SLURMRunner
+
+
+def _runner(spec: dict[str, Any], client: bool = False):
+    SLURMRunner = runner_class(client)  # noqa: N806
     worker = {"nthreads": spec.get("threads_per_worker", 1)}
     if "local_directory" in spec:
         worker["local_directory"] = spec["local_directory"]
@@ -233,7 +246,7 @@ def serve_unless_client(cluster: dict[str, Any] | None) -> None:
 def connect_runner(spec: dict[str, Any]) -> Iterator[Client]:
     """The run's task of a ``slurm-runner`` allocation: wait for the other tasks' workers,
     yield a client; the scheduler and workers shut down on exit."""
-    with _runner(spec) as runner, Client(runner) as c:
+    with _runner(spec, client=True) as runner, Client(runner) as c:
         want = runner.n_workers
         timeout = float(spec.get("wait_timeout", DEFAULTS["wait_timeout"]))
         c.wait_for_workers(want, timeout=timeout)
