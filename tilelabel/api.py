@@ -223,6 +223,8 @@ class RunOptions(TypedDict, total=False):
     max_size: int | None
     largest_k: int | None
     order: Literal["raster", "size"]
+    dust: int | None
+    invert: bool
     keep_labels: int | str | None
     keep_input: bool
     gpu_encode: bool | None

@@ -300,6 +300,22 @@ class Options:
         check=v.choice("raster", "size"),
         flags=[flag("--order", choices=("raster", "size"))],
     )
+    dust: int | None = option(
+        None,
+        "remove the components of fewer than N voxels and write the input's own values, as "
+        "cc3d's dust (components per value, as with --multilabel)",
+        doc="The output has the input's dtype and values, with the voxels of every component of "
+        "fewer than N voxels set to 0; with ``invert``, only those are kept. An integer or bool "
+        "input; the count is that of the components kept.",
+        check=v.voxels,
+        flags=[flag("--dust", type=int, metavar="N")],
+    )
+    invert: bool = option(
+        False,
+        "with --dust: keep only the components of fewer than N voxels",
+        check=v.boolean,
+        flags=[flag("--invert", action="store_true", default=None)],
+    )
     keep_labels: int | None = option(
         None,
         "memory per worker (GPU memory with cuda) for chunk labels kept from the labeling pass, "

@@ -135,6 +135,11 @@ class Backend(Protocol):
         page-locked memory (a faster copy back)."""
         ...
 
+    def keep_values(self, values: Any, labels: Any, keep: np.ndarray) -> np.ndarray:
+        """``values`` where ``keep[labels]`` is set, else 0, as a host array of ``values``'
+        dtype (``keep``: a host bool table indexed by label)."""
+        ...
+
     def label_stats(
         self,
         labels: Any,

@@ -103,6 +103,7 @@ def write_chunk(
     marks: Any = None,
     token: str = "",
     constant: np.generic | None = None,
+    values: bool = False,
 ) -> None:
     """The writing pass's task: the chunk's final labels into ``target`` (a
     :class:`tilelabel.storage.ZarrTarget`), then the chunk recorded as written in ``marks``
@@ -111,18 +112,23 @@ def write_chunk(
     compressed on the device (:meth:`tilelabel.resources.encoding.GPUEncoder.encode`), whose
     compressed storage chunks the target then stores as they are. While it runs, it counts as
     one of ``token``'s writes in flight (:func:`writes_in_flight`). ``constant``: the chunk
-    holds no stored data and is all this value, labeled once per process, not read."""
+    holds no stored data and is all this value, labeled once per process, not read.
+    ``values``: write the input's values where the table keeps a label, 0 elsewhere (dust)."""
     with _writing(token):
-        lut = build_lut(spec, dtype)
+        lut = build_lut(spec, np.dtype(np.uint64) if values else dtype)
         entry = None if slot is None else kept.take(slot)
         if constant is not None:
             labels, n, *_ = constant_labels(labeler, chunk.shape, constant)
             entry = kept.Kept(labels=labels, n=n, packed=None, shape=chunk.shape)
-        elif entry is None:
+            if values:
+                block = np.full(chunk.shape, constant)
+        elif entry is None or values:
             block = materialize(block, chunk.slices, labeler)
         be, labels = labels_again(block, spec, labeler=labeler, entry=entry)
         tiles = None if encoder is None else encoder.encode(be, labels, lut)
-        if tiles is not None:
+        if values:
+            target(chunk.slices, be.keep_values(block, labels, lut != 0))
+        elif tiles is not None:
             target.write_chunks(chunk.slices, tiles)
         else:
             # page-locked where the backend has it: the labels are written out and dropped

@@ -47,6 +47,7 @@ RESUME_KEYS = (
     "max_size",
     "largest_k",
     "order",
+    "dust",
 )
 #: a recorded value that means what an absent one does (the default)
 _DEFAULTS = {"order": "raster"}

@@ -69,6 +69,7 @@ def open_run(
             )
     volume = open_volume(o.input, o.storage_options, o.channel, o.timepoint)
     ndim = len(volume.shape)
+    o = dusting(o)
     stats = stats_mod.options(
         bool(o.stats),
         o.min_size,
@@ -147,6 +148,34 @@ def open_run(
         workload = Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize, nstored)
         run = dataclasses.replace(run, options=o, workload=workload)
     return run
+
+
+def dusting(o: Options) -> Options:
+    """``o`` with ``dust`` made the size filter it is over components per value (cc3d's
+    ``dust``); refused beside the options that decide which components stay or what a
+    table describes."""
+    if o.dust is None:
+        if o.invert:
+            raise ValueError("invert goes with dust: --invert with --dust N (invert=True, dust=N)")
+        return o
+    clash = [
+        f"{name} (--{name.replace('_', '-')})"
+        for name, given in (
+            ("min_size", o.min_size is not None),
+            ("max_size", o.max_size is not None),
+            ("largest_k", o.largest_k is not None),
+            ("order", o.order != "raster"),
+            ("stats", bool(o.stats)),
+        )
+        if given
+    ]
+    if clash:
+        raise ValueError(
+            f"dust writes the input's values without the small components; it does not go "
+            f"with {', '.join(clash)} (label first, then measure or filter the labels)"
+        )
+    small = {"max_size": max(o.dust - 1, 0)} if o.invert else {"min_size": o.dust}
+    return dataclasses.replace(o, multilabel=True, **small)
 
 
 def _exists(url: str, storage_options: dict | None) -> bool:

@@ -52,7 +52,8 @@ def write(
     requested = run.options.dtype
     if requested == "auto":
         requested = output.resumed_dtype() or "auto"
-    dtype = label_dtype(count, requested)
+    dust = run.options.dust is not None  # the input's values, not labels
+    dtype = run.volume.array.dtype if dust else label_dtype(count, requested)
     prints = None if submitted.prints is None else ex.result(submitted.prints)
     if output.mode == "table":  # complete labels: their table is what the run writes
         created = output.open_complete(count, input_checksum(prints))
@@ -69,7 +70,7 @@ def write(
         marks.record_input(prints)  # before any write
     if written:
         log.info("resuming: %d of %d chunks written already", len(written), graph.plan.nchunks)
-    encoder = run.resources.encoder(run_plan, created)
+    encoder = None if dust else run.resources.encoder(run_plan, created)
     target = ZarrTarget(
         created.url,
         run.options.storage_options,
@@ -93,6 +94,7 @@ def write(
             marks=marks,
             token=token,
             constant=graph.plan.constant(idx),
+            values=dust,
             key=relabel.write_key(token, i),
             where=keepers.get(idx),
         )

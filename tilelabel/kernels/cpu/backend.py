@@ -66,6 +66,11 @@ class CPUBackend(Backend):
 
         return apply_lut(labels, lut)
 
+    def keep_values(self, values, labels, keep):
+        from tilelabel.kernels.cpu.ops import keep_values
+
+        return keep_values(np.asarray(values), np.asarray(labels), keep)
+
     def label_stats(self, labels, n, offset, intensity=None, moments=False):
         from tilelabel.kernels.cpu.stats import label_stats
 

@@ -34,6 +34,52 @@ def first_indices(labels: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _runs(flat, row, binary, limit):
+    c = 0
+    prev = flat[0]
+    for i in range(flat.size):
+        x = flat[i]
+        if x != 0 and (i % row == 0 or (prev == 0 if binary else x != prev)):
+            c += 1
+            if c >= limit:
+                return c
+        prev = x
+    return c
+
+
+def count_runs(values: np.ndarray, binary: bool = False, limit: int = 1 << 62) -> int:
+    """The runs of nonzero voxels along the rows (last axis) of ``values``, of one value each
+    unless ``binary``, counted up to ``limit`` (where counting stops)."""
+    flat = np.ascontiguousarray(values).reshape(-1)
+    if flat.size == 0:
+        return 0
+    if flat.dtype == np.bool_:
+        flat = flat.view(np.uint8)
+    return int(_runs(flat, max(values.shape[-1], 1), binary, limit))
+
+
+@numba.njit(cache=True, nogil=True)
+def _keep_values(values, labels, keep, out):
+    for i in range(values.size):
+        # two stores, not one of a conditional: numba would unify uint64 and 0 as float64
+        if keep[labels[i]]:
+            out[i] = values[i]
+        else:
+            out[i] = 0
+
+
+def keep_values(values: np.ndarray, labels: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``values`` where ``keep[labels]`` is set, else 0 (in ``values``' dtype)."""
+    out = np.empty(values.shape, values.dtype)
+    v = np.ascontiguousarray(values).reshape(-1)
+    words = v.view(f"u{v.dtype.itemsize}") if v.dtype.kind in "bfi" else v
+    flat_out = out.reshape(-1).view(words.dtype)
+    flat = np.ascontiguousarray(labels).reshape(-1)
+    _keep_values(words, flat, np.ascontiguousarray(keep).view(np.uint8), flat_out)
+    return out
+
+
 @numba.njit(cache=True, nogil=True, parallel=False)
 def _apply_lut(flat, lut, out):
     for i in range(flat.size):

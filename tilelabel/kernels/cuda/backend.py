@@ -180,6 +180,12 @@ class CUDABackend(Backend):
             yield cp
 
     @on_thread_stream
+    def keep_values(self, values, labels, keep):
+        import cupy as cp
+
+        return cp.asnumpy(ops.keep_values(values, labels, keep))
+
+    @on_thread_stream
     def apply_lut(self, labels, lut, staging=False):
         import cupy as cp
 

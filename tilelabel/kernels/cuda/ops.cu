@@ -36,6 +36,14 @@ __global__ void lut_take(const L* __restrict__ labels, i64 n, const O* __restric
     GRID_STRIDE(i, n) out[i] = lut[labels[i]];
 }
 
+// out[i] = values[i] where keep[labels[i]], else 0: a segmentation's values without the
+// components the table drops (dust); values moved as unsigned words of their width
+template <typename L, typename W>
+__global__ void keep_values(const W* __restrict__ values, const L* __restrict__ labels, i64 n,
+                            const u8* __restrict__ keep, W* __restrict__ out) {
+    GRID_STRIDE(i, n) out[i] = keep[labels[i]] ? values[i] : (W)0;
+}
+
 // out[i] = values[index[i]]
 template <typename V>
 __global__ void gather(const V* __restrict__ values, const i64* __restrict__ index, i64 n,

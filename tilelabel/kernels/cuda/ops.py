@@ -40,6 +40,9 @@ def instantiations() -> dict[str, set[str]]:
     names |= {f"nonzero<{v}>" for v in set(VALUE.values())}
     names |= {f"{k}<{w}>" for k, w in itertools.product(_BYTES, WIDTH.values())}
     names |= {f"lut_take<{t}, {w}>" for t, w in itertools.product(CTYPE.values(), WIDTH.values())}
+    names |= {
+        f"keep_values<{t}, {w}>" for t, w in itertools.product(CTYPE.values(), WIDTH.values())
+    }
     return {"ops": names}
 
 
@@ -100,6 +103,24 @@ def lut_take(labels: Any, lut: Any) -> Any:
     name = f"lut_take<{CTYPE[labels.dtype]}, {WIDTH[lut.dtype.itemsize]}>"
     args = (labels, np.int64(labels.size), _words(cp.ascontiguousarray(lut)), _words(out))
     _fn(name)(*_flat(out.size), args)
+    return out
+
+
+def keep_values(values: Any, labels: Any, keep: np.ndarray) -> Any:
+    """``values`` where ``keep[labels]`` is set, else 0 (labels of uint32 or uint64; ``keep``
+    a host bool table, copied over)."""
+    import cupy as cp
+
+    values = cp.ascontiguousarray(cp.asarray(values))
+    labels = cp.ascontiguousarray(cp.asarray(labels))
+    table = cp.asarray(np.ascontiguousarray(keep).view(np.uint8))
+    if labels.dtype not in CTYPE:
+        return cp.where(table[labels] != 0, values, values.dtype.type(0))
+    out = cp.empty(values.shape, values.dtype)
+    if out.size:
+        name = f"keep_values<{CTYPE[labels.dtype]}, {WIDTH[values.dtype.itemsize]}>"
+        args = (_words(values), labels, np.int64(out.size), table, _words(out))
+        _fn(name)(*_flat(out.size), args)
     return out
 
 
