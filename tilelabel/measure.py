@@ -1,5 +1,5 @@
-"""``skimage.measure.label`` and ``skimage.measure.regionprops_table`` with tilelabel underneath: a
-drop-in for code that only swaps the import.
+"""``skimage.measure.label``, ``regionprops`` and ``regionprops_table`` with tilelabel underneath:
+a drop-in for code that only swaps the import.
 
 1. :func:`label` keeps scikit-image's semantics: ``connectivity=None`` is full connectivity,
    ``background`` (default 0) is not labeled, an integer image is labeled *per value* (touching
@@ -8,21 +8,37 @@ drop-in for code that only swaps the import.
 2. :func:`regionprops_table` measures a label image it is given (a watershed's, a model's, one of
    :func:`label`'s): every nonzero value is one region, connected or not, with tilelabel's
    statistics kernels (the GPU's for CuPy, chunk by chunk for dask) and scikit-image's column
-   names, ``spacing`` included.
+   names, ``spacing`` and ``offset`` included.
+3. :func:`regionprops` gives scikit-image's list of region objects
+   (:class:`tilelabel.regions.RegionProperties`): the base quantities from one statistics pass
+   as in 2., every other property scikit-image's own on the region's crop.
 
 numpy in, numpy out; CuPy in, CuPy out (labels) or numpy columns (tables); dask in, lazy labels.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tilelabel import dispatch
 from tilelabel.ndimage import labels_of
 
-__all__ = ["label", "regionprops_table", "PROPERTIES"]
+if TYPE_CHECKING:
+    from tilelabel.regions import RegionProperties
+
+__all__ = ["label", "regionprops", "regionprops_table", "PROPERTIES", "RegionProperties"]
+
+
+def __getattr__(name: str) -> Any:
+    # the region class subclasses scikit-image's: imported when asked for, as scikit-image is
+    # needed by regionprops alone
+    if name == "RegionProperties":
+        from tilelabel.regions import RegionProperties
+
+        return RegionProperties
+    raise AttributeError(f"module 'tilelabel.measure' has no attribute {name!r}")
 
 
 def _structure(ndim: int, connectivity: int | None) -> np.ndarray:
@@ -132,12 +148,15 @@ def regionprops_table(
     *,
     separator: str = "-",
     spacing: Any = None,
+    offset: Any = None,
     **unsupported: Any,
 ) -> dict[str, np.ndarray]:
     """The ``properties`` (:data:`PROPERTIES`) of every region (nonzero value) of
     ``label_image``, as scikit-image's ``regionprops_table``: a dict of numpy columns, rows in
     ascending label order, ``spacing`` scaling the physical ones (area, centroid, the inertia
-    tensor and what derives from it). Regions need not be connected; 2D and 3D images."""
+    tensor and what derives from it), ``offset`` (the image's origin, one integer per axis)
+    added to the centroid as :func:`regionprops` adds it. Regions need not be connected; 2D
+    and 3D images."""
     from tilelabel.pipeline import stats as stats_mod
 
     if unsupported:
@@ -159,11 +178,14 @@ def regionprops_table(
         raise ValueError("Label and intensity image shapes must match")
     if spacing is not None:
         spacing = tuple(float(s) for s in np.broadcast_to(np.asarray(spacing, float), (ndim,)))
+    origin = _offset(offset, ndim)
     if dispatch.is_dask(label_image):
         values, rows = _measure_dask(label_image, intensity_image)
     else:
         values, rows = _measure(label_image, intensity_image)
     cols = stats_mod.to_columns(values, rows, spacing)
+    for i in range(ndim):
+        cols[f"centroid-{i}"] = cols[f"centroid-{i}"] + origin[i]
     out: dict[str, np.ndarray] = {}
     for p in props:
         for name, col in cols.items():
@@ -171,6 +193,103 @@ def regionprops_table(
             if base == p and (index or name == p):
                 out[name.replace("-", separator)] = col
     return out
+
+
+def _offset(offset: Any, ndim: int) -> np.ndarray:
+    """``offset`` checked as scikit-image checks it: one value per axis (None: zeros)."""
+    if offset is None:
+        return np.zeros((ndim,), dtype=int)
+    origin = np.asarray(offset)
+    if origin.ndim != 1 or origin.size != ndim:
+        raise ValueError(
+            "Offset should be an array-like of integers of shape (label_image.ndim,); "
+            f"{offset} was provided."
+        )
+    return origin
+
+
+# -- regionprops ---------------------------------------------------------------------------------
+
+
+def regionprops(
+    label_image: Any,
+    intensity_image: Any = None,
+    cache: bool = True,
+    *,
+    extra_properties: Any = None,
+    spacing: Any = None,
+    offset: Any = None,
+) -> list[RegionProperties]:
+    """scikit-image's ``regionprops``: one :class:`~tilelabel.regions.RegionProperties` per
+    positive label of ``label_image`` (2D or 3D integers), in ascending order, with
+    scikit-image's arguments, checks, property names, values and dtypes; properties are computed
+    when first read, and kept with ``cache``.
+
+    One statistics pass over the whole image (the GPU's for CuPy, chunk by chunk for dask, as
+    :func:`regionprops_table`) gives every region's ``label``, ``slice``, ``num_pixels``,
+    ``area``, ``area_bbox``, ``centroid``, ``centroid_local``, ``inertia_tensor``,
+    ``inertia_tensor_eigvals`` and, with an intensity image of the labels' shape, integer or
+    float32/64, ``intensity_mean``, ``intensity_min``, ``intensity_max`` and ``intensity_std``
+    (from sums of squares: where a region's mean is many times its spread, the std has fewer
+    exact digits than numpy's). scikit-image's formulas derive ``bbox``, ``axis_major_length``,
+    ``axis_minor_length``, ``eccentricity``, ``equivalent_diameter_area``, ``extent`` and
+    ``orientation`` from those. Every other property (``image`` and what needs it: the
+    ``moments*``, ``coords*``, ``image_convex`` / ``area_convex`` / ``solidity``,
+    ``image_filled`` / ``area_filled``, ``euler_number``, ``feret_diameter_max``,
+    ``perimeter*``, ``centroid_weighted*``, ``image_intensity``, ``intensity_median``, the
+    intensity of a multichannel image, ``extra_properties``) is scikit-image's own on the
+    region's crop, its bounding box of the label and intensity images, which alone is copied
+    from the GPU or computed from the dask array.
+
+    ``spacing`` and ``offset`` are scikit-image's: ``offset`` shifts ``centroid`` and
+    ``coords*``, not ``bbox`` or ``slice``. Unlike scikit-image's, they are checked even where
+    the image has no region.
+    """
+    from tilelabel import regions
+    from tilelabel.pipeline import stats as stats_mod
+
+    if dispatch.kind(label_image) == "numpy":
+        label_image = np.asarray(label_image)
+    ndim = label_image.ndim
+    if ndim not in (2, 3):
+        raise TypeError("Only 2-D and 3-D images supported.")
+    if not np.issubdtype(label_image.dtype, np.integer):
+        if np.issubdtype(label_image.dtype, bool):
+            raise TypeError(
+                "Non-integer image types are ambiguous: use skimage.measure.label to label the "
+                "connected components of label_image, or label_image.astype(np.uint8) to "
+                "interpret the True values as a single label."
+            )
+        raise TypeError("Non-integer label_image types are ambiguous")
+    origin = _offset(offset, ndim)
+    scale = regions.normalized_spacing(spacing, ndim)
+    inten = regions.stats_intensity(label_image, intensity_image)
+    if dispatch.is_dask(label_image):
+        values, rows = _measure_dask(label_image, inten)
+    else:
+        values, rows = _measure(label_image, inten)
+    keep = values > 0  # scikit-image's regions: the positive labels
+    if not keep.any():
+        return []
+    values, rows = values[keep], {f: v[keep] for f, v in rows.items()}
+    cols = stats_mod.to_columns(values, rows, tuple(float(s) for s in scale))
+    stats = regions.Statistics.of(cols, ndim, None if inten is None else inten.dtype)
+    lo, hi = rows["lo"].tolist(), rows["hi"].tolist()
+    return [
+        regions.RegionProperties(
+            tuple(slice(a, b + 1) for a, b in zip(lo[i], hi[i], strict=True)),
+            int(value),
+            label_image,
+            intensity_image,
+            cache,
+            extra_properties=extra_properties,
+            spacing=scale,
+            offset=origin,
+            statistics=stats,
+            row=i,
+        )
+        for i, value in enumerate(values.tolist())
+    ]
 
 
 def _measure(label_image, intensity) -> tuple[np.ndarray, dict[str, np.ndarray]]:
