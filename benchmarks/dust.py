@@ -3,8 +3,9 @@ script they would write instead, whole processes in one run.
 
 The input is a uint32 segmentation of ``--size``^3 voxels in 128^3 chunks: a Voronoi label
 field (:func:`tilelabel.synth.voronoi_labels`, one seed per 16^3 cell, values 1..4096, 10 % of
-the cells background), with 0.5 % of its voxels set to random values (specks of one or a few
-voxels, the dust). Methods, each one fresh process timed from its start to its exit:
+the cells background; made on the GPU where there is one), with 0.5 % of its voxels set to
+random values (specks of one or a few voxels, the dust). Methods, each one fresh process timed
+from its start to its exit:
 
 - ``tilelabel``: ``tilelabel label IN OUT --dust N`` (after an untimed run of the same size);
 - ``cc3d``: zarr -> NumPy -> ``cc3d.dust(volume, N, connectivity=26)`` -> zarr;
@@ -56,9 +57,16 @@ def write_input(url: str, size: int, seed: int = 0) -> None:
     import numpy as np
     import zarr
 
-    from tilelabel.synth import voronoi_labels
+    from tilelabel.kernels.backends import cuda_available
 
-    vol = voronoi_labels((size,) * 3, 16, 4096, 0.1, seed)
+    if cuda_available():  # a billion voxels in a second, where numpy takes minutes
+        from multilabel import volume_on_gpu
+
+        vol = volume_on_gpu(size, seed).get()
+    else:
+        from tilelabel.synth import voronoi_labels
+
+        vol = voronoi_labels((size,) * 3, 16, 4096, 0.1, seed)
     rng = np.random.default_rng(seed)
     at = rng.random(vol.shape, np.float32) < SPECKS
     vol[at] = rng.integers(1, 4097, int(at.sum()), dtype=np.uint32)
