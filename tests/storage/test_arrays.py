@@ -408,3 +408,8 @@ def test_stored_chunks_are_listed_from_the_store_not_the_grid(tmp_path):
     np.testing.assert_array_equal(stored_chunks(filled), [[3, 1]])
     assert fill_value(filled) == 1 and fill_value(filled).dtype == np.uint8
     assert fill_value(v3) is None
+    unset = zarr.create_array(
+        str(tmp_path / "n.zarr"), shape=(4,), chunks=(2,), dtype="u1", zarr_format=2,
+        fill_value=None,
+    )  # fmt: skip
+    assert stored_chunks(unset) is None and fill_value(unset) is None

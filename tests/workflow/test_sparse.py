@@ -183,3 +183,19 @@ def test_chunks_of_a_nonzero_fill_are_one_block_labeled_once(tmp_path, multilabe
         # labeled once per chunk shape (at most 2^3 of them), and then found again
         info = constant_block.cache_info()
         assert 0 < info.misses <= 8 and info.hits > info.misses, info
+
+
+def test_an_array_without_a_fill_value_is_read_whole(tmp_path):
+    """zarr v2's fill value None: nothing is taken for background or constant, every chunk is
+    read as zarr reads it."""
+    img = random_volume((40, 36, 30), 0.3, seed=17)
+    src = str(tmp_path / "v2.zarr")
+    arr = zarr.create_array(
+        src, shape=img.shape, chunks=(16, 16, 16), dtype="u1", zarr_format=2, fill_value=None
+    )
+    arr[...] = img
+    out = str(tmp_path / "out.zarr")
+    n = tilelabel.label_zarr(src, out, backend="cpu")
+    ref, n_ref = ndimage.label(img, structure(3, 26))
+    assert n == n_ref
+    np.testing.assert_array_equal(zarr.open_array(out)[...], ref)

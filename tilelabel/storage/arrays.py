@@ -88,7 +88,10 @@ def create_output(
 
 def fill_value(arr: zarr.Array) -> np.generic | None:
     """The value of ``arr``'s chunks that are not stored, in its dtype; None where it is 0
-    (background, which no task needs to read)."""
+    (background, which no task needs to read) or unset (zarr v2's None: :func:`stored_chunks`
+    lists nothing then, and every chunk is read as zarr reads it)."""
+    if arr.metadata.fill_value is None:
+        return None
     fill = np.asarray(arr.metadata.fill_value, dtype=arr.dtype)[()]
     return None if fill == 0 else fill
 
@@ -97,8 +100,12 @@ def stored_chunks(arr: zarr.Array, lead: tuple[int, ...] = ()) -> np.ndarray | N
     """The indices of ``arr``'s stored chunks (shards, in a sharded array) over its axes past
     the ``lead`` ones (an OME-Zarr image's selected time point and channel: only chunks that
     hold them), one row each, in raster order: a chunk not stored is all the fill value
-    (:func:`fill_value`). None where the store cannot list its keys."""
+    (:func:`fill_value`). None where the store cannot list its keys, or the array has no fill
+    value (zarr v2's None)."""
     from zarr.core.sync import sync
+
+    if arr.metadata.fill_value is None:
+        return None
 
     store, prefix = arr.store_path.store, arr.store_path.path
     prefix = f"{prefix}/" if prefix else ""
