@@ -237,3 +237,22 @@ def test_contacts_and_region_graph_as_cc3d():
         padded = np.pad(x, 1)
         want = cc3d.contacts(padded, conn, surface_area=False)
         assert mine.contacts(padded, conn, surface_area=False) == want
+
+
+def test_voxel_and_color_connectivity_graphs_as_cc3d():
+    # values and dtypes; cc3d's graph comes in Fortran order whatever the input's
+    def same(got, want):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        x, conn = random_image(rng, ndims=(2, 3), dtypes=[np.uint8, np.uint32], values=3)
+        vcg = mine.voxel_connectivity_graph(x, conn)
+        same(vcg, cc3d.voxel_connectivity_graph(x, conn))
+        ccg_conn = 4 if x.ndim == 2 else 6
+        vcg = cc3d.voxel_connectivity_graph(x, ccg_conn)
+        got, n = mine.color_connectivity_graph(vcg, ccg_conn, return_N=True)
+        want, n_want = cc3d.color_connectivity_graph(vcg, ccg_conn, return_N=True)
+        assert n == n_want
+        same(got, want)

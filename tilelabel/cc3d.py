@@ -9,7 +9,8 @@ Names, signatures, defaults, output dtypes and numbering are cc3d's:
    Fortran-ordered array. The output dtype is cc3d's automatic one (uint16 while the runs of
    foreground are fewer than 2^16 - 1, then uint32, then uint64) unless ``out_dtype`` says.
 2. :func:`dust`, :func:`largest_k`, :func:`statistics` and :func:`each` work on its labels as
-   cc3d's do; :func:`contacts` and :func:`region_graph` give the touching pairs of labels.
+   cc3d's do; :func:`contacts` and :func:`region_graph` give the touching pairs of labels,
+   :func:`voxel_connectivity_graph` and :func:`color_connectivity_graph` the voxel graph.
 3. :func:`connected_components_stack` labels a volume handed over as a sequence of slabs
    through a zarr array, chunk by chunk (cc3d's writes a crackle file instead).
 
@@ -42,6 +43,8 @@ __all__ = [
     "estimate_provisional_labels",
     "contacts",
     "region_graph",
+    "voxel_connectivity_graph",
+    "color_connectivity_graph",
 ]
 
 Connectivity = Literal[4, 6, 8, 18, 26]
@@ -525,3 +528,21 @@ def region_graph(labels: np.ndarray, connectivity: Connectivity = 26) -> set[tup
     ``cc3d.region_graph``."""
     pairs, _, _ = _contacts(labels, connectivity)
     return {(int(a), int(b)) for a, b in pairs.tolist()}
+
+
+def voxel_connectivity_graph(data: np.ndarray, connectivity: Connectivity = 26) -> np.ndarray:
+    """Per voxel, the bits of the neighbours of the same value, as
+    ``cc3d.voxel_connectivity_graph`` (:mod:`tilelabel.kernels.cpu.graphs` gives the bits)."""
+    from tilelabel.kernels.cpu.graphs import voxel_connectivity_graph as kernel
+
+    return kernel(np.asarray(data), connectivity)
+
+
+def color_connectivity_graph(vcg: np.ndarray, connectivity: Connectivity = 26, return_N=False):
+    """The components of a voxel connectivity graph, as ``cc3d.color_connectivity_graph``:
+    voxels joined where their bits say so, numbered by first voxel (and with ``return_N``,
+    their count)."""
+    from tilelabel.kernels.cpu.graphs import color_connectivity_graph as kernel
+
+    labels, n = kernel(np.asarray(vcg), connectivity)
+    return (labels, n) if return_N else labels
