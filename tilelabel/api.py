@@ -10,6 +10,7 @@ import numpy as np
 
 from tilelabel import connectivity as conn_mod
 from tilelabel import dispatch, periodic
+from tilelabel.cores import usable_cores
 from tilelabel.dtypes import check_values, label_dtype
 from tilelabel.kernels.backends import get_backend, resolve_backend
 from tilelabel.validate import check_input, check_no_nan
@@ -49,7 +50,9 @@ def _in_memory(
         be = get_backend(resolve_backend(backend))
     check_no_nan(x)
     bound = conn_mod.max_components(tuple(x.shape), conn, multilabel)
-    labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel=multilabel)
+    # a host array labels on every usable core (cc3d and scipy take one)
+    threads = 1 if dispatch.is_cupy(x) else usable_cores()
+    labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel, threads)
     struct = conn_mod.structure(x.ndim, conn)
     table, n = wrapped_lut(be, labels, n, wrap, struct, x if multilabel else None)
     if table is not None:

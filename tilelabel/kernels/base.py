@@ -74,9 +74,11 @@ class Backend(Protocol):
         dtype: np.dtype,
         algorithm: str | None = None,
         multilabel: bool = False,
+        threads: int = 1,
     ) -> tuple[Any, int]:
         """Labels 1..n of ``block`` (nonzero is foreground; with ``multilabel`` each nonzero
-        value is a class of its own) and n."""
+        value is a class of its own) and n. ``threads``: host threads for this one block (the
+        CPU's kernels label slabs of it at once; a GPU ignores it)."""
         ...
 
     def label_first(

@@ -7,10 +7,10 @@
 - multi-label ``seg``: runs of equal values, every connectivity (:mod:`.multilabel`).
 
 Every kernel follows the registry's contract: ``kernel(image, dtype) -> (labels, n)`` with labels
-numbered exactly as ``scipy.ndimage.label`` numbers them. The numba functions are compiled once
-per label dtype (and cached on disk); shapes and connectivities are runtime arguments. Any nonzero
-uint8 counts as foreground (the contract asks for 0/1, but a stray value must not corrupt the
-forest).
+numbered exactly as ``scipy.ndimage.label`` numbers them (written into ``out=`` where given). The
+numba functions are compiled once per label dtype (and cached on disk); shapes and connectivities
+are runtime arguments. Any nonzero uint8 counts as foreground (the contract asks for 0/1, but a
+stray value must not corrupt the forest).
 """
 
 from __future__ import annotations
@@ -62,19 +62,24 @@ def _run(
     ndim: int,
     label_into: Callable[[np.ndarray, np.ndarray, tuple[int, int, int]], int],
     multilabel: bool = False,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     image, dtype = _prepare(image, dtype, ndim, multilabel)
     if image.size == 0:
-        return np.zeros(image.shape, dtype), 0
+        return (np.zeros(image.shape, dtype) if out is None else out), 0
     work = dtype
     if dtype == np.uint32 and image.size > UINT32_FOREST_LIMIT:
         work = np.dtype(np.uint64)
-    labels = np.empty(image.shape, work)
+    given = out is not None and out.dtype == work and out.flags.c_contiguous
+    labels = out if given else np.empty(image.shape, work)
     n = int(label_into(image.reshape(-1), labels.reshape(-1), _dims(image)))
     if work != dtype:
         if n > np.iinfo(dtype).max:
             raise OverflowError(f"{n} labels do not fit in {dtype}")
         labels = labels.astype(dtype)
+    if out is not None and labels is not out:
+        out[...] = labels
+        labels = out
     return labels, n
 
 
@@ -160,22 +165,25 @@ def _ml_into(ndim: int, connectivity: int):
 
 
 def _make(ndim: int, connectivity: int, algorithm: str, label_into, multilabel=False) -> None:
-    def kernel(image: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
+    def kernel(
+        image: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None
+    ) -> tuple[np.ndarray, int]:
         if multilabel:
             image = unsigned_values(np.asarray(image))
             # a block of one nonzero value (0/1 data, one object's inside, nothing) is binary:
             # the binary kernel labels it alike (scipy's order), in half the time or less
             if _ml.one_value(image.reshape(-1)):  # (a wrong rank: the binary kernel says so)
                 binary = get_kernel("cpu", ndim, connectivity)
-                return binary(np.ascontiguousarray(image != 0).view(np.uint8), dtype)
-        return _run(image, dtype, ndim, label_into, multilabel)
+                return binary(np.ascontiguousarray(image != 0).view(np.uint8), dtype, out=out)
+        return _run(image, dtype, ndim, label_into, multilabel, out)
 
     kernel.__name__ = f"{'ml_' if multilabel else ''}{algorithm}_{ndim}d_{connectivity}"
     kernel.__qualname__ = kernel.__name__
     image = "multi-label (integer)" if multilabel else "uint8 0/1"
     kernel.__doc__ = (
         f"CPU {algorithm.upper()} labeling of a {ndim}D {image} image under "
-        f"{connectivity}-connectivity; returns (labels of ``dtype``, number of labels)."
+        f"{connectivity}-connectivity; returns (labels of ``dtype``, number of labels), the "
+        "labels written into ``out`` where it is given."
     )
 
     register("cpu", ndim, connectivity, algorithm, multilabel)(kernel)

@@ -27,10 +27,27 @@ class CPUBackend(Backend):
     encoder = None  # zarr's own codec pool is the host's encoder and decoder
     decoder = None
 
-    def label(self, block, connectivity, dtype, algorithm=None, multilabel=False):
+    def label(self, block, connectivity, dtype, algorithm=None, multilabel=False, threads=1):
         kernel = get_kernel("cpu", block.ndim, connectivity, algorithm, multilabel)
-        image = self.values(block) if multilabel else self.foreground(block)
-        return kernel(image, np.dtype(dtype))
+        dtype = np.dtype(dtype)
+        if threads <= 1 or block.ndim < 2:
+            image = self.values(block) if multilabel else self.foreground(block)
+            return kernel(image, dtype)
+        from tilelabel.connectivity import structure
+        from tilelabel.kernels.cpu.slabs import label_slabs
+
+        block = self.values(block) if multilabel else np.asarray(block)
+        prepare = (lambda part: part) if multilabel else self.foreground
+        labels = np.empty(block.shape, dtype)
+        n = label_slabs(
+            block,
+            labels,
+            lambda part, out: kernel(prepare(part), dtype, out=out)[1],
+            structure(block.ndim, connectivity),
+            threads,
+            block if multilabel else None,
+        )
+        return labels, n
 
     def foreground(self, block):
         return foreground(np.asarray(block))

@@ -95,7 +95,7 @@ class CUDABackend(Backend):
         self.decoder = CUDADecoder()
 
     @on_thread_stream
-    def label(self, block, connectivity, dtype, algorithm=None, multilabel=False):
+    def label(self, block, connectivity, dtype, algorithm=None, multilabel=False, threads=1):
         return self._label(block, connectivity, dtype, algorithm, False, multilabel)
 
     @on_thread_stream
