@@ -429,9 +429,10 @@ class Walk:
         proc = command(*args)
         self.done(proc, labels)
 
-    def done(self, proc: subprocess.Popen, labels: Labels) -> None:
-        """``proc``, a run that makes ``labels``, ends exact and complete."""
-        out, err = proc.communicate(timeout=TIMEOUT)
+    def done(self, proc: subprocess.Popen, labels: Labels, ended=None) -> None:
+        """``proc``, a run that makes ``labels``, ends exact and complete (``ended``: its
+        output and error, read already)."""
+        out, err = ended or proc.communicate(timeout=TIMEOUT)
         assert (proc.returncode, err) == (0, ""), err
         assert out.startswith(f"tilelabel: {self.want(labels).max():,} components"), out
         self.output, self.dead_lease = replace(labels, complete=True), False
@@ -459,8 +460,12 @@ class Walk:
                 proc.wait()
             else:
                 time.sleep(1.0)
-        _, err = proc.communicate(timeout=TIMEOUT)
+        out, err = proc.communicate(timeout=TIMEOUT)
         idle(self.client)
+        if fault != "SIGKILL" and proc.returncode == 0:  # its last chunk written: it finished
+            self.log[-1] += " (ended as hit)"
+            self.done(proc, labels, (out, err))
+            return
         unfinished = replace(labels, complete=False)
         if fault == "SIGINT":
             assert (proc.returncode, err) == (130, "tilelabel: interrupted\n")

@@ -22,29 +22,41 @@ if TYPE_CHECKING:
 log = logging.getLogger("tilelabel")
 
 
+def start_table(run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted):
+    """The statistics table's :class:`~.tables.Collector`, started once the count is known so
+    that it gathers and writes the table while the labels are written (None: no table)."""
+    if not submitted.tables:
+        return None
+    return tables.Collector(
+        ex.gather,
+        ex.cancel,
+        submitted.tables,
+        list(graph.plan.indices()),
+        stats_mod.columns(
+            len(run.volume.shape),
+            run.intensity is not None,
+            run.stats.spacing,
+            run.labeler.multilabel,
+        ),
+        path=run.options.table,
+        frame=run.options.stats is True,
+        raster=run.stats.order == "raster",
+    )
+
+
 def finish(
-    run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted, created: Created, count: int
+    run: Run,
+    ex: Executor,
+    graph: MergeGraph,
+    submitted: Submitted,
+    created: Created,
+    count: int,
+    collector: tables.Collector | None = None,
 ) -> Result:
-    """Collect the statistics table if one is asked for (written to Parquet one slab of
-    chunks at a time, or returned whole), then mark the output complete and publish it: an
-    output marked complete has its table."""
-    table = None
-    if submitted.tables:
-        stats = run.options.stats
-        table = tables.collect(
-            ex.gather,
-            submitted.tables,
-            list(graph.plan.indices()),
-            stats_mod.columns(
-                len(run.volume.shape),
-                run.intensity is not None,
-                run.stats.spacing,
-                run.labeler.multilabel,
-            ),
-            path=run.options.table,
-            frame=stats is True,
-            raster=run.stats.order == "raster",
-        )
+    """Wait for the statistics table if one is asked for (its Parquet file moved into place,
+    or the frame returned), then mark the output complete and publish it: an output marked
+    complete has its table."""
+    table = None if collector is None else collector.result()
     prints = None if submitted.prints is None else ex.result(submitted.prints)
     attrs = attributes(run, count, graph.plan, prints)
     attrs["tilelabel"]["complete"] = True

@@ -21,7 +21,7 @@ from tilelabel.pipeline import kept
 from tilelabel.pipeline.graph import MergeGraph
 from tilelabel.workflow import heap
 from tilelabel.workflow.executors import Executor, open_executor
-from tilelabel.workflow.finishing import complete_already, finish
+from tilelabel.workflow.finishing import complete_already, finish, start_table
 from tilelabel.workflow.labeling import label
 from tilelabel.workflow.merging import merge
 from tilelabel.workflow.opening import open_run, settle_backend
@@ -31,6 +31,8 @@ from tilelabel.workflow.writing import write
 
 if TYPE_CHECKING:
     from distributed import Client
+
+    from tilelabel.workflow.tables import Collector
 
 log = logging.getLogger("tilelabel")
 
@@ -60,8 +62,10 @@ def label_zarr(
                 submitted = label(run, ex, graph)  # 2. label, with 3-5 submitted behind it
                 with cancelled_on_failure(ex, submitted):
                     count, keepers = merge(run, ex, graph, submitted)  # 3-5. merge, number
-                    created = write(run, ex, graph, submitted, run_plan, count, keepers)  # 6
-            result = finish(run, ex, graph, submitted, created, count)  # 7. finish
+                    table = start_table(run, ex, graph, submitted)  # gathered while writing
+                    with abandoned_on_failure(table):
+                        created = write(run, ex, graph, submitted, run_plan, count, keepers)  # 6
+            result = finish(run, ex, graph, submitted, created, count, table)  # 7. finish
     except Terminated:
         leave(run)
         raise
@@ -98,6 +102,17 @@ def cancelled_on_failure(ex: Executor, submitted: Submitted) -> Iterator[None]:
         yield
     except BaseException:
         ex.cancel(submitted.futures())
+        raise
+
+
+@contextlib.contextmanager
+def abandoned_on_failure(table: Collector | None) -> Iterator[None]:
+    """Where the writing pass fails, the statistics table being written goes with it."""
+    try:
+        yield
+    except BaseException:
+        if table is not None:
+            table.abandon()
         raise
 
 

@@ -1,10 +1,11 @@
-"""The statistics table of a run, collected from its chunks one slab at a time and written to
-Parquet by a streaming writer, so that the client holds one slab's rows (plus the frame, where
-one is asked for)."""
+"""The statistics table of a run, collected from its chunks one slab at a time while the labels
+are written and written to Parquet by a streaming writer, so that the client holds one slab's
+rows (plus the frame, where one is asked for)."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import numpy as np
 
@@ -57,7 +58,9 @@ class ParquetSink:
         import pyarrow.parquet as pq
 
         self._file = self._fs.open(self._partial, "wb")
-        self._writer = pq.ParquetWriter(self._file, self.schema)
+        # no dictionaries: labels and float statistics are nearly all distinct values, and
+        # encoding them twice takes most of the writer's time
+        self._writer = pq.ParquetWriter(self._file, self.schema, use_dictionary=False)
 
     def close(self) -> None:
         """The table whole at its path (written under :func:`partial_path`, then moved)."""
@@ -76,34 +79,66 @@ class ParquetSink:
                 self._fs.rm(self._partial)
 
 
-def collect(gather, futures, idxs, names, path=None, frame=False, metadata=None, raster=True):
-    """Gather the chunk tables one slab (first grid axis) at a time, in label order
-    (``gather``: the run's executor's, which fetches and lets go of a slab's futures).
+class Collector:
+    """The chunk tables gathered one slab (first grid axis) at a time, in label order, by a
+    thread of its own while the labels are written (``gather``: the run's executor's, which
+    fetches and lets go of a slab's futures; ``cancel``: its cancel, for a run that fails);
+    :meth:`result` then waits for it.
 
-    Writes them to Parquet at ``path`` (if given) and returns the whole table as a DataFrame (if
-    ``frame``). In ``raster`` order every label rooted in an earlier slab is smaller than every
-    label rooted in a later one, so concatenating sorted slabs gives the sorted table while the
-    client holds one slab's rows (plus the frame, when one is asked for). Numbered by size
-    (``largest_k`` rows at most), they are gathered at once.
+    Writes them to Parquet at ``path`` (if given), under its partial name until :meth:`result`
+    moves it into place, so that a table is whole only beside complete labels; returns the
+    whole table as a DataFrame (if ``frame``). In ``raster`` order every label rooted in an
+    earlier slab is smaller than every label rooted in a later one, so concatenating sorted
+    slabs gives the sorted table while the client holds one slab's rows (plus the frame, when
+    one is asked for). Numbered by size (``largest_k`` rows at most), they are gathered at once.
     """
-    slabs: dict[int, list] = {}
-    for idx, fut in zip(idxs, futures, strict=True):
-        slabs.setdefault(idx[0] if raster else 0, []).append(fut)
-    sink = ParquetSink(path, names, metadata) if path else None
-    parts = []
-    try:
-        for z in sorted(slabs):
-            part = concat(gather(slabs[z]), names)
-            if sink is not None:
-                sink.write(part)
-            if frame:
-                parts.append(part)
-        if sink is not None:
-            sink.close()
-    except BaseException:
-        if sink is not None:
-            sink.abandon()
-        raise
-    if not frame:
-        return None
-    return to_frame(concat(parts, names) if parts else empty_columns(names))
+
+    def __init__(self, gather, cancel, futures, idxs, names, path=None, frame=False,
+                 metadata=None, raster=True):  # fmt: skip
+        slabs: dict[int, list] = {}
+        for idx, fut in zip(idxs, futures, strict=True):
+            slabs.setdefault(idx[0] if raster else 0, []).append(fut)
+        self._slabs = [slabs[z] for z in sorted(slabs)]
+        self._futures = list(futures)
+        self._gather, self._cancel, self._names, self._frame = gather, cancel, names, frame
+        self._sink = ParquetSink(path, names, metadata) if path else None
+        self._parts: list[dict[str, np.ndarray]] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._collect, name="tilelabel-table", daemon=True)
+        self._thread.start()
+
+    def _collect(self) -> None:
+        try:
+            for futures in self._slabs:
+                part = concat(self._gather(futures), self._names)
+                if self._sink is not None:
+                    self._sink.write(part)
+                if self._frame:
+                    self._parts.append(part)
+        except BaseException as e:  # the run's cancelled futures, or a failed task
+            self._error = e
+
+    def result(self):
+        """Wait for the table; the Parquet file moved into place; the DataFrame (or None)."""
+        try:
+            self._thread.join()
+            if self._error is not None:
+                raise self._error
+            if self._sink is not None:
+                self._sink.close()
+        except BaseException:
+            self.abandon()
+            raise
+        if not self._frame:
+            return None
+        return to_frame(concat(self._parts, self._names) if self._parts else
+                        empty_columns(self._names))  # fmt: skip
+
+    def abandon(self) -> None:
+        """A run that failed: its table's futures cancelled and the thread ended, what was
+        written of the table goes (never raises)."""
+        with contextlib.suppress(Exception):
+            self._cancel(self._futures)
+        self._thread.join(timeout=60)
+        if self._sink is not None:
+            self._sink.abandon()
