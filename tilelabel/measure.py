@@ -146,27 +146,30 @@ def regionprops_table(
     intensity_image: Any = None,
     properties: tuple[str, ...] | list[str] = ("label", "bbox"),
     *,
+    cache: bool = True,
     separator: str = "-",
+    extra_properties: Any = None,
     spacing: Any = None,
     offset: Any = None,
-    **unsupported: Any,
 ) -> dict[str, np.ndarray]:
-    """The ``properties`` (:data:`PROPERTIES`) of every region (nonzero value) of
-    ``label_image``, as scikit-image's ``regionprops_table``: a dict of numpy columns, rows in
-    ascending label order, ``spacing`` scaling the physical ones (area, centroid, the inertia
-    tensor and what derives from it), ``offset`` (the image's origin, one integer per axis)
-    added to the centroid as :func:`regionprops` adds it. Regions need not be connected; 2D
-    and 3D images."""
+    """The ``properties`` of every region (nonzero value) of ``label_image``, as
+    scikit-image's ``regionprops_table``: a dict of numpy columns, rows in ascending label
+    order, ``spacing`` scaling the physical ones (area, centroid, the inertia tensor and what
+    derives from it), ``offset`` (the image's origin, one integer per axis) added to the
+    centroid as :func:`regionprops` adds it. Regions need not be connected; 2D and 3D images.
+
+    The properties of :data:`PROPERTIES` come from one statistics pass over the whole image
+    (the GPU's for CuPy, chunk by chunk for dask). Any other property, and
+    ``extra_properties``, is scikit-image's own on each region's crop, through the region
+    objects of :func:`regionprops` (the ``measure`` extra; ``cache`` is theirs)."""
     from tilelabel.pipeline import stats as stats_mod
 
-    if unsupported:
-        raise TypeError(f"regionprops_table() does not take {', '.join(sorted(unsupported))}")
     props = [properties] if isinstance(properties, str) else list(properties)
-    bad = [p for p in props if p not in PROPERTIES]
-    if bad:
-        raise ValueError(
-            f"tilelabel measures {', '.join(PROPERTIES)}; not {', '.join(map(repr, bad))}"
-        )
+    if extra_properties is not None or any(p not in PROPERTIES for p in props):
+        return _table_of_regions(
+            label_image, intensity_image, props, cache, separator, extra_properties, spacing,
+            offset,
+        )  # fmt: skip
     if intensity_image is None and any(p in _INTENSITY for p in props):
         raise AttributeError("No intensity image specified.")
     ndim = len(label_image.shape)
@@ -193,6 +196,34 @@ def regionprops_table(
             if base == p and (index or name == p):
                 out[name.replace("-", separator)] = col
     return out
+
+
+def _table_of_regions(
+    label_image, intensity_image, props, cache, separator, extra_properties, spacing, offset
+) -> dict[str, np.ndarray]:
+    """:func:`regionprops_table` through :func:`regionprops`'s objects, as scikit-image's
+    ``regionprops_table`` makes its columns (its ``_props_to_dict``; for an image of no
+    region, the columns of a one-voxel region, emptied)."""
+    from skimage.measure._regionprops import _props_to_dict
+
+    def objects(labels, intensity):
+        return regionprops(
+            labels, intensity, cache, extra_properties=extra_properties, spacing=spacing,
+            offset=offset,
+        )  # fmt: skip
+
+    regions = objects(label_image, intensity_image)
+    names = props + [f.__name__ for f in extra_properties or ()]
+    if regions:
+        return _props_to_dict(regions, properties=names, separator=separator)
+    ndim = len(label_image.shape)
+    one = np.zeros((3,) * ndim, int)
+    one[(1,) * ndim] = 1
+    if intensity_image is not None:
+        shape = one.shape + tuple(intensity_image.shape[ndim:])
+        intensity_image = np.zeros(shape, np.dtype(intensity_image.dtype))
+    out = _props_to_dict(objects(one, intensity_image), properties=names, separator=separator)
+    return {k: v[:0] for k, v in out.items()}
 
 
 def _offset(offset: Any, ndim: int) -> np.ndarray:
