@@ -183,6 +183,43 @@ def test_connected_components_of_dask_and_cupy_arrays(backend):
         np.testing.assert_array_equal(got.get(), want)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dust_and_largest_k_of_dask_and_cupy_arrays(backend):
+    import dask.array as da
+
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 3, (21, 18, 17)).astype(np.int16)
+    x[rng.random(x.shape) < 0.3] = 0
+    # cubes of distinct sizes (no ties for largest_k), one value each, apart
+    cubes = np.zeros((24, 24, 24), np.uint8)
+    for i, edge in enumerate((2, 3, 4, 5)):
+        cubes[6 * i : 6 * i + edge, :edge, 6 * i : 6 * i + edge] = i + 1
+    arrays = [lambda a: da.from_array(a, chunks=(8, 7, 9))]
+    if backend == "cuda":
+        import cupy
+
+        arrays.append(cupy.asarray)
+    for make in arrays:
+        host = (lambda a: a.get()) if make is not arrays[0] else (lambda a: a.compute())
+        for threshold, invert in ((4, False), (4, True), ((2, 9), False), ((2, 9), True)):
+            for conn in (6, 26):
+                want, n = cc3d.dust(x, threshold, conn, invert=invert, return_N=True)
+                got, m = mine.dust(make(x), threshold, conn, invert=invert, return_N=True)
+                assert m == n and got.dtype == want.dtype
+                np.testing.assert_array_equal(host(got), want)
+        assert host(mine.largest_k(make(cubes), 0, return_N=True)).max() == 0  # as cc3d's
+        for k in (1, 2, 3, 10):
+            want, n = cc3d.largest_k(cubes, k, connectivity=26, return_N=True)
+            got, m = mine.largest_k(make(cubes), k, connectivity=26, return_N=True)
+            assert m == n
+            np.testing.assert_array_equal(host(got), want)
+    if backend == "cuda":
+        labels = cc3d.connected_components(x)
+        want = cc3d.dust(labels, 4, precomputed_ccl=True)
+        got = mine.dust(cupy.asarray(labels), 4, precomputed_ccl=True)
+        np.testing.assert_array_equal(got.get(), want)
+
+
 def test_connected_components_stack_labels_the_slabs_as_one_volume(tmp_path):
     rng = np.random.default_rng(3)
     vol = rng.integers(0, 3, (20, 18, 30)).astype(np.uint8)
@@ -256,3 +293,6 @@ def test_voxel_and_color_connectivity_graphs_as_cc3d():
         want, n_want = cc3d.color_connectivity_graph(vcg, ccg_conn, return_N=True)
         assert n == n_want
         same(got, want)
+    for fn in (mine.voxel_connectivity_graph, mine.color_connectivity_graph):
+        with pytest.raises(mine.DimensionError):
+            fn(np.zeros((2, 2, 2, 2), np.uint32))

@@ -14,8 +14,9 @@ Names, signatures, defaults, output dtypes and numbering are cc3d's:
 3. :func:`connected_components_stack` labels a volume handed over as a sequence of slabs
    through a zarr array, chunk by chunk (cc3d's writes a crackle file instead).
 
-numpy in, numpy out; :func:`connected_components` labels CuPy arrays on the GPU and dask
-arrays chunk by chunk too. Where cc3d 4.1.1 strays from its own rule, this module keeps the
+numpy in, numpy out; :func:`connected_components`, :func:`dust` and :func:`largest_k` take
+CuPy arrays (on the GPU) and dask arrays (chunk by chunk) too. A numpy array is labeled on
+every usable core (:mod:`tilelabel.kernels.cpu.slabs`). Where cc3d 4.1.1 strays from its own rule, this module keeps the
 rule: binary 2D images (cc3d splits some components and labels some background), 2D images at
 8-connectivity with ``delta`` > 0, and the contact counts at an image's edge at 8 and 26 (cc3d
 counts some voxel pairs there more than once). Not supported: ``out_file`` (a memory map of
@@ -297,7 +298,11 @@ def dust(
     """Set to 0 the connected components of ``img`` smaller than ``threshold`` voxels (a
     ``(lower, upper)`` pair: those outside ``[lower, upper)``), keeping the others' values, as
     ``cc3d.dust``; ``invert`` keeps only those instead. ``precomputed_ccl``: ``img`` is
-    labels already. With ``return_N``, also the number of components kept."""
+    labels already. With ``return_N``, also the number of components kept. A CuPy array is
+    dusted on the GPU, a dask array chunk by chunk (lazily; ``in_place`` does not apply)."""
+    if dispatch.kind(img) != "numpy":
+        return _dust_lazy(img, threshold, connectivity, in_place, binary_image, precomputed_ccl,
+                          invert, return_N)  # fmt: skip
     orig = img.dtype
     out = _as_unsigned(img)
     if not in_place:
@@ -340,9 +345,13 @@ def largest_k(
 ):
     """The ``k`` largest connected components of ``img``, as ``cc3d.largest_k``: numbered
     1..k from the smallest kept to the largest (ties as cc3d's ``np.argpartition`` breaks
-    them); ``k == 1`` gives a bool mask. With ``return_N``, also the number kept."""
+    them); ``k == 1`` gives a bool mask. With ``return_N``, also the number kept. A CuPy
+    array is labeled on the GPU, a dask array chunk by chunk (lazily; of equal sizes, the
+    component whose first voxel comes first counts as the larger there)."""
     if k < 0:
         raise ValueError(f"k must be at least 0, got {k}")
+    if dispatch.kind(img) != "numpy":
+        return _largest_lazy(img, k, connectivity, delta, return_N, binary_image, precomputed_ccl)
     order = "C" if img.flags.c_contiguous else "F"
     if k == 0:
         return np.zeros(img.shape, dtype=np.uint16, order=order)
@@ -370,6 +379,68 @@ def largest_k(
     if not labels.flags.c_contiguous:
         out = np.asfortranarray(out)
     return (out, len(keep)) if return_N else out
+
+
+def _largest_lazy(img, k, connectivity, delta, return_N, binary, precomputed):
+    """:func:`largest_k` of a CuPy or dask array: where there are more than ``k`` components
+    (a dask array's count computed first), :func:`tilelabel.label`'s ``largest_k`` numbered
+    by size (1 the largest), turned to cc3d's numbering (1 the smallest kept)."""
+    from tilelabel.api import label
+
+    if delta or precomputed:
+        raise NotImplementedError("delta and precomputed_ccl are supported for numpy arrays only")
+    xp = dispatch.module(img)
+    if k == 0:  # the array alone, as cc3d's (and the numpy path's), return_N or not
+        return np.zeros_like(img, dtype=np.uint16)  # (numpy's function takes each type)
+    conn = _connectivity(img.ndim, connectivity)
+    multilabel = not binary and img.dtype != np.bool_
+    labels, n = label(img, conn, multilabel=multilabel)
+    n = int(n.compute()) if dispatch.is_dask(img) else int(n)
+    if n > k:
+        labels, _ = label(img, conn, multilabel=multilabel, largest_k=k, order="size")
+        if k == 1:
+            labels = labels == 1
+        else:
+            top = labels.dtype.type(k + 1)
+            labels = xp.where(labels != 0, top - labels, xp.zeros((), labels.dtype))
+        n = k
+    return (labels, n) if return_N else labels
+
+
+def _dust_lazy(img, threshold, connectivity, in_place, binary, precomputed, invert, return_N):
+    """:func:`dust` of a CuPy or dask array: the components in the size range found by
+    :func:`tilelabel.label`'s size filter (the labels' own sizes, for ``precomputed`` CuPy
+    labels), the others' voxels set to 0 (or, with ``invert``, theirs)."""
+    from tilelabel.api import label
+
+    xp = dispatch.module(img)
+    lo, hi = threshold if isinstance(threshold, tuple | list) else (threshold, None)
+    lo = max(int(lo), 1)
+    hi = None if hi is None else int(hi)
+    if precomputed:
+        if not dispatch.is_cupy(img):
+            raise NotImplementedError("precomputed_ccl is supported for numpy and CuPy arrays")
+        sizes = xp.bincount(img.reshape(-1).astype(xp.int64, copy=False))
+        inside = (sizes >= lo) & (sizes < hi if hi is not None else True)
+        inside[0] = False
+        found = int(xp.count_nonzero(sizes[1:]))
+        kept, n = inside[img], int(xp.count_nonzero(inside))
+    else:
+        conn = _connectivity(img.ndim, connectivity)
+        multilabel = not binary and img.dtype != np.bool_
+        labels, n = label(img, conn, multilabel=multilabel, min_size=lo,
+                          max_size=None if hi is None else hi - 1)  # fmt: skip
+        kept = labels != 0
+        found = label(img, conn, multilabel=multilabel)[1] if invert and return_N else 0
+    if invert:
+        kept = (img != 0) & ~kept
+        n = found - n
+    if in_place and dispatch.is_cupy(img):
+        img[~kept] = 0
+        out = img
+    else:
+        out = xp.where(kept, img, xp.zeros((), img.dtype))
+    return (out, n) if return_N else out
 
 
 @overload
@@ -535,7 +606,10 @@ def voxel_connectivity_graph(data: np.ndarray, connectivity: Connectivity = 26) 
     ``cc3d.voxel_connectivity_graph`` (:mod:`tilelabel.kernels.cpu.graphs` gives the bits)."""
     from tilelabel.kernels.cpu.graphs import voxel_connectivity_graph as kernel
 
-    return kernel(np.asarray(data), connectivity)
+    data = np.asarray(data)
+    if data.ndim not in (1, 2, 3):
+        raise DimensionError(f"Only 1D, 2D, and 3D arrays supported. Got: {data.ndim}")
+    return kernel(data, connectivity)
 
 
 def color_connectivity_graph(vcg: np.ndarray, connectivity: Connectivity = 26, return_N=False):
@@ -544,5 +618,8 @@ def color_connectivity_graph(vcg: np.ndarray, connectivity: Connectivity = 26, r
     their count)."""
     from tilelabel.kernels.cpu.graphs import color_connectivity_graph as kernel
 
-    labels, n = kernel(np.asarray(vcg), connectivity)
+    vcg = np.asarray(vcg)
+    if vcg.ndim not in (2, 3):
+        raise DimensionError(f"Only 2D, and 3D arrays supported. Got: {vcg.ndim}")
+    labels, n = kernel(vcg, connectivity)
     return (labels, n) if return_N else labels
