@@ -16,12 +16,12 @@ Names, signatures, defaults, output dtypes and numbering are cc3d's:
 
 numpy in, numpy out; :func:`connected_components`, :func:`dust` and :func:`largest_k` take
 CuPy arrays (on the GPU) and dask arrays (chunk by chunk) too. A numpy array is labeled on
-every usable core (:mod:`tilelabel.kernels.cpu.slabs`). Where cc3d 4.1.1 strays from its own rule, this module keeps the
-rule: binary 2D images (cc3d splits some components and labels some background), 2D images at
-8-connectivity with ``delta`` > 0, and the contact counts at an image's edge at 8 and 26 (cc3d
-counts some voxel pairs there more than once). Not supported: ``out_file`` (a memory map of
-the output; :func:`tilelabel.label_zarr` writes volumes larger than memory) and ``max_labels``
-(accepted, as cc3d ignores it too).
+every usable core (:mod:`tilelabel.kernels.cpu.slabs`). Where cc3d 4.1.1 strays from its own
+rule, this module keeps the rule: binary 2D images (cc3d splits some components and labels some
+background), 2D images at 8-connectivity with ``delta`` > 0, and the contact counts at an
+image's edge at 8 and 26 (cc3d counts some voxel pairs there more than once). Not supported:
+``out_file`` (a memory map of the output; :func:`tilelabel.label_zarr` writes volumes larger
+than memory) and ``max_labels`` (accepted, as cc3d ignores it too).
 """
 
 from __future__ import annotations

@@ -17,6 +17,18 @@ from tilelabel.storage.places import filesystem
 ROW_GROUP = 1 << 20
 
 
+def _arrow(values: np.ndarray, kind):
+    """A numpy column as an Arrow array of type ``kind``, on the column's own buffer:
+    ``pa.array`` imports pandas (a quarter second of a run) to ask whether it was given a
+    pandas object."""
+    import pyarrow as pa
+
+    if values.dtype == np.bool_:  # Arrow packs booleans in bits
+        return pa.array(values, kind)
+    values = np.ascontiguousarray(values, dtype=np.dtype(kind.to_pandas_dtype()))
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
+
+
 class ParquetSink:
     """Writes the table to Parquet piece by piece (row groups of at most :data:`ROW_GROUP`), to
     a local path or any fsspec URL."""
@@ -48,10 +60,8 @@ class ParquetSink:
                 self.schema = self.schema.set(self.schema.get_field_index("value"), field)
             self._open()
         for a in range(0, n, ROW_GROUP):
-            batch = pa.table(
-                {c: pa.array(v[a : a + ROW_GROUP]) for c, v in cols.items()}, schema=self.schema
-            )
-            self._writer.write_table(batch)
+            arrays = [_arrow(cols[f.name][a : a + ROW_GROUP], f.type) for f in self.schema]
+            self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
         self.rows += n
 
     def _open(self) -> None:
