@@ -125,6 +125,7 @@ class Collector:
                     self._sink.write(part)
                 if self._frame:
                     self._parts.append(part)
+                del part  # (not held while the next slab is gathered)
         except BaseException as e:  # the run's cancelled futures, or a failed task
             self._error = e
 
