@@ -98,8 +98,9 @@ dask-image, with each worker's memory and CPU seconds (`pipeline.py`); multi-lab
 (`multilabel.py`); the CUDA kernels against cupyx (`kernels_gpu.py`) and side by side on the
 papers' synthetic images (`yacclab.py`); the numba kernels against cc3d and scipy
 (`kernels_cpu.py`); `tilelabel.cc3d` against cc3d, function by function (`cc3d_functions.py`);
-the statistics kernels (`stats.py`); nvCOMP against the host's zstd (`gpu_encode.py`); the
-labeling task in thread pools and dask workers (`chunk_threads.py`).
+the statistics kernels (`stats.py`) and their memory per process (`stats_memory.py`); nvCOMP
+against the host's zstd (`gpu_encode.py`); the labeling task in thread pools and dask workers
+(`chunk_threads.py`).
 
 Ratios are taken within one run: machines of one kind differ from one lease to the next, so a
 figure is compared only with figures of the same section.
