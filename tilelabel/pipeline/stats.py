@@ -314,29 +314,24 @@ def _inertia(rows: dict[str, np.ndarray], count: np.ndarray, scale: np.ndarray) 
     """The inertia tensor (scikit-image's: trace(C) I - C for the covariance C of the voxel
     coordinates, in physical units), its eigenvalues (descending, clipped at 0) and the axis
     lengths scikit-image derives from them (2D and 3D)."""
-    from tilelabel.kernels.cpu.stats import pairs
+    from tilelabel.kernels.cpu.stats import inertia_tensors
 
     n, ndim = rows["csum"].shape
-    s, m2 = rows["csum"].astype(np.float64), rows["m2"]
-    cov = np.empty((n, ndim, ndim))
-    for k, (a, b) in enumerate(pairs(ndim)):
-        c = (m2[:, k] - s[:, a] * s[:, b] / count) / count * (scale[a] * scale[b])
-        cov[:, a, b] = cov[:, b, a] = c
-    tensor = -cov
-    trace = np.trace(cov, axis1=1, axis2=2)
-    for a in range(ndim):
-        tensor[:, a, a] += trace
-    out = {f"inertia_tensor-{i}-{j}": tensor[:, i, j] for i in range(ndim) for j in range(ndim)}
-    ev = np.zeros((n, ndim))
-    if n:
-        ev = np.clip(np.linalg.eigvalsh(tensor), 0, None)[:, ::-1]
+    cols = inertia_tensors(rows["csum"], rows["m2"], count, scale)
+    out = {f"inertia_tensor-{i}-{j}": cols[i * ndim + j] for i in range(ndim) for j in range(ndim)}
+    ev = np.zeros((ndim, n))  # a column per eigenvalue, descending
+    # a tensor of zeros (one voxel: most rows of a noisy volume) has eigenvalues 0
+    wide = np.flatnonzero((cols != 0).any(axis=0))
+    if wide.size:
+        tensor = np.ascontiguousarray(cols[:, wide].T).reshape(-1, ndim, ndim)
+        ev[:, wide] = np.clip(np.linalg.eigvalsh(tensor), 0, None)[:, ::-1].T
     for i in range(ndim):
-        out[f"inertia_tensor_eigvals-{i}"] = ev[:, i]
+        out[f"inertia_tensor_eigvals-{i}"] = ev[i]
     if ndim == 2:
-        major, minor = 4 * np.sqrt(ev[:, 0]), 4 * np.sqrt(ev[:, -1])
+        major, minor = 4 * np.sqrt(ev[0]), 4 * np.sqrt(ev[-1])
     elif ndim == 3:
-        major = np.sqrt(np.maximum(0, 10 * (ev[:, 0] + ev[:, 1] - ev[:, 2])))
-        minor = np.sqrt(np.maximum(0, 10 * (-ev[:, 0] + ev[:, 1] + ev[:, 2])))
+        major = np.sqrt(np.maximum(0, 10 * (ev[0] + ev[1] - ev[2])))
+        minor = np.sqrt(np.maximum(0, 10 * (-ev[0] + ev[1] + ev[2])))
     else:
         major = minor = np.full(n, np.nan)
     out["axis_major_length"], out["axis_minor_length"] = major, minor

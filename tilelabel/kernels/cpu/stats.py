@@ -387,6 +387,40 @@ def pairs(ndim: int) -> list[tuple[int, int]]:
     return [(a, b) for a in range(ndim) for b in range(a, ndim)]
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _tensors(s, m2, count, scale, ab, out):
+    nd = s.shape[1]
+    cov = np.empty((nd, nd))
+    for r in range(s.shape[0]):
+        c = count[r]
+        for k in range(ab.shape[0]):
+            a, b = ab[k, 0], ab[k, 1]
+            v = (m2[r, k] - s[r, a] * s[r, b] / c) / c * (scale[a] * scale[b])
+            cov[a, b] = v
+            cov[b, a] = v
+        trace = cov[0, 0]
+        for a in range(1, nd):
+            trace += cov[a, a]
+        for a in range(nd):
+            for b in range(nd):  # (off the diagonal -0.0 stays so: orientation reads its sign)
+                out[a * nd + b, r] = -cov[a, b] + trace if a == b else -cov[a, b]
+
+
+def inertia_tensors(csum: np.ndarray, m2: np.ndarray, count: np.ndarray, scale) -> np.ndarray:
+    """scikit-image's inertia tensor (trace(C) I - C, C the covariance of the voxel
+    coordinates, in physical units) of every row, as ``ndim * ndim`` contiguous columns
+    (entry ``(a, b)`` in column ``a * ndim + b``), in one pass that lets go of the GIL: numpy's
+    (n, 3, 3) arrays took most of a large table's time in strided copies."""
+    n, ndim = csum.shape
+    out = np.empty((ndim * ndim, n))
+    ab = np.asarray(pairs(ndim), np.int64).reshape(-1, 2)
+    _tensors(
+        np.ascontiguousarray(csum, np.float64), np.ascontiguousarray(m2, np.float64),
+        np.ascontiguousarray(count), np.asarray(scale, np.float64), ab, out,
+    )  # fmt: skip
+    return out
+
+
 def empty_stats(n: int, ndim: int, intensity: bool, moments: bool = False) -> dict[str, np.ndarray]:
     """Identity elements of every field for ``n`` labels (what a label with no voxel has)."""
     big = np.iinfo(np.int64).max
