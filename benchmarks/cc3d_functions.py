@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import multilabel  # noqa: E402
 from report import default_name, device_tag, record  # noqa: E402
 
 import tilelabel.cc3d as tl  # noqa: E402
@@ -54,9 +54,7 @@ SPECKS = 0.005
 
 def segmentation(size: int, seed: int = 0) -> np.ndarray:
     if cuda_available():
-        from multilabel import volume_on_gpu
-
-        vol = volume_on_gpu(size, seed).get()
+        vol = multilabel.volume_on_gpu(size, seed).get()
     else:
         from tilelabel.synth import voronoi_labels
 
@@ -79,18 +77,13 @@ def one_core():
 
 
 def timed(fn, repeat: int, sync=None):
-    fn()  # untimed: numba's cache, CuPy's kernels and memory pool
+    """(median seconds, first result) of ``repeat`` calls after an untimed one (numba's cache,
+    CuPy's kernels and memory pool)."""
+    fn()
     if sync:
         sync()
-    times, first = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        if sync:
-            sync()
-        times.append(time.perf_counter() - t)
-        first = out if first is None else first
-    return statistics.median(times), first
+    median, _, first = multilabel.timed(fn, repeat, sync)
+    return median, first
 
 
 def same(a, b) -> bool:
