@@ -296,3 +296,22 @@ def test_voxel_and_color_connectivity_graphs_as_cc3d():
     for fn in (mine.voxel_connectivity_graph, mine.color_connectivity_graph):
         with pytest.raises(mine.DimensionError):
             fn(np.zeros((2, 2, 2, 2), np.uint32))
+
+
+def test_binary_output_dtype_as_cc3d_on_both_sides_of_uint16():
+    # cc3d sizes a binary image's labels by its shape alone
+    shapes = {
+        1: [(65534,), (65535,), (131068,), (131070,)],
+        2: [(255, 256), (256, 256), (510, 256), (511, 256), (1022, 256), (1023, 256)],
+        3: [(30, 64, 64), (31, 64, 64), (62, 64, 64), (63, 64, 64), (126, 64, 64), (127, 64, 64)],
+    }
+    for ndim, group in shapes.items():
+        for shape in group:
+            for conn in (4, 6, 8, 18, 26) if ndim == 2 else (6, 18, 26):
+                x = np.zeros(shape, bool)
+                want = cc3d.connected_components(x, connectivity=conn).dtype
+                assert mine.connected_components(x, connectivity=conn).dtype == want
+                got = mine.connected_components(
+                    x.astype(np.uint8), connectivity=conn, binary_image=True
+                )
+                assert got.dtype == want, (shape, conn)

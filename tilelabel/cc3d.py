@@ -105,7 +105,9 @@ def estimate_provisional_labels(data: np.ndarray) -> tuple[int, int, int]:
     return count_runs(work), int(rows[0]), int(rows[-1])
 
 
-def _out_dtype(out_dtype: Any, work: np.ndarray, binary: bool, n: int) -> np.dtype:
+def _out_dtype(
+    out_dtype: Any, work: np.ndarray, binary: bool, n: int, conn: int, shape: tuple[int, ...]
+) -> np.dtype:
     if out_dtype is not None:
         dt = np.dtype(out_dtype)
         if dt not in [np.dtype(d) for d in _OUT_DTYPES]:
@@ -116,14 +118,31 @@ def _out_dtype(out_dtype: Any, work: np.ndarray, binary: bool, n: int) -> np.dty
         if n > np.iinfo(dt).max:
             raise ValueError(f"{n} components do not fit out_dtype {dt}")
         return dt
-    # cc3d's choice: by its estimate of provisional labels, the runs of foreground
+    # cc3d's choice: by its estimate of provisional labels, the runs of one value; for a
+    # binary image, a bound of its shape alone
     from tilelabel.kernels.cpu.ops import count_runs
 
-    if max(count_runs(work, binary, 0xFFFF), n) < 0xFFFF:
+    def estimate(limit: int) -> int:
+        return _binary_bound(shape, conn) if binary else count_runs(work, False, limit)
+
+    if max(estimate(0xFFFF), n) < 0xFFFF:
         return np.dtype(np.uint16)
-    if work.size < 0xFFFFFFFF or max(count_runs(work, binary, 0xFFFFFFFF), n) < 0xFFFFFFFF:
+    if work.size < 0xFFFFFFFF or max(estimate(0xFFFFFFFF), n) < 0xFFFFFFFF:
         return np.dtype(np.uint32)
     return np.dtype(np.uint64)
+
+
+def _binary_bound(shape: tuple[int, ...], conn: int) -> int:
+    """cc3d 4.1.1's bound on the labels of a binary image, which sets its output dtype: the
+    voxels of the shape rounded up to even sides, over 2, 4 or 8 (connectivity 6, 18, 26), plus
+    1; in 2D over 2 or 4 (8 and 18, 26), in 1D over 2 (26); else the voxels themselves.
+    ``shape``: the input's, ``conn``: the connectivity as given. Found by matching cc3d's
+    dtypes over shapes either side of 2^16."""
+    even = int(np.prod([s + (s & 1) for s in shape], dtype=np.int64))
+    divisor = {1: {26: 2}, 2: {8: 2, 18: 2, 26: 4}, 3: {6: 2, 18: 4, 26: 8}}[len(shape)]
+    if conn not in divisor:
+        return int(np.prod(shape, dtype=np.int64))
+    return even // divisor[conn] + 1
 
 
 @overload
@@ -192,7 +211,7 @@ def connected_components(
     conn = _connectivity(work.ndim, connectivity, periodic_boundary)
     binary = bool(binary_image) or x.dtype == np.bool_
     labels, n = _label(work, conn, delta, binary, periodic_boundary)
-    dt = _out_dtype(out_dtype, work, binary, n)
+    dt = _out_dtype(out_dtype, work, binary, n, int(connectivity), x.shape)
     labels = _restored(labels.astype(dt, copy=False), x.shape, fortran)
     return (labels, n) if return_N else labels
 
