@@ -622,13 +622,14 @@ def region_graph(labels: np.ndarray, connectivity: Connectivity = 26) -> set[tup
 
 def voxel_connectivity_graph(data: np.ndarray, connectivity: Connectivity = 26) -> np.ndarray:
     """Per voxel, the bits of the neighbours of the same value, as
-    ``cc3d.voxel_connectivity_graph`` (:mod:`tilelabel.kernels.cpu.graphs` gives the bits)."""
+    ``cc3d.voxel_connectivity_graph`` (:mod:`tilelabel.kernels.cpu.graphs` gives the bits), in
+    Fortran order whatever the input's, as cc3d returns it."""
     from tilelabel.kernels.cpu.graphs import voxel_connectivity_graph as kernel
 
     data = np.asarray(data)
     if data.ndim not in (1, 2, 3):
         raise DimensionError(f"Only 1D, 2D, and 3D arrays supported. Got: {data.ndim}")
-    return kernel(data, connectivity)
+    return np.asfortranarray(kernel(data, connectivity))
 
 
 def color_connectivity_graph(vcg: np.ndarray, connectivity: Connectivity = 26, return_N=False):

@@ -75,6 +75,20 @@ def test_voronoi_field_equals_cc3d(nd, conn):
     check(voronoi_labels(shape, cell=6, ids=40, seed=nd), conn, np.uint64)
 
 
+@pytest.mark.parametrize("conn", [6, 18, 26])
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 61])
+def test_specks_on_a_field_equal_cc3d(conn, width):
+    """Single voxels of random values over a coarse field: runs that lie on one run of their
+    value below, on several split by a speck, or beside one shifted by a voxel (26's covered
+    rule and its gaps), in rows of every width modulo 8."""
+    shape = (23, 19, width)
+    rng = np.random.default_rng(width)
+    img = voronoi_labels(shape, cell=5, ids=6, seed=width).astype(np.uint16)
+    at = rng.random(shape) < 0.05
+    img[at] = rng.integers(0, 7, int(at.sum()))
+    check(img, conn)
+
+
 @pytest.mark.parametrize("nd, conn", CONNECTIVITIES)
 @pytest.mark.parametrize("value", [np.uint8(200), np.int8(-3), np.uint64(2**63 + 5)])
 def test_blocks_of_one_value(nd, conn, value):

@@ -145,20 +145,23 @@ def _seg_into(ndim: int, connectivity: int):
 
 
 def _ml_into(ndim: int, connectivity: int):
-    dirs = _runs.DIRECTIONS[(ndim, connectivity)]
+    dirs, cover = _ml.directions(ndim, connectivity)
 
     def label_into(img, L, dims):
         # the runs: at most one per voxel, pages touched only as runs are made
         nz, ny, nx = dims
         forest = np.empty(L.size, L.dtype)
         ends = np.empty(L.size, np.uint32)
-        values = np.empty(L.size + 1, img.dtype)  # one more: the scan reads past the last run
+        values = np.empty(L.size, img.dtype)
         first = np.empty(nz * ny, np.uint64)
         changes = np.zeros(-(-nx // 8) * 8, np.uint8)
         view = changes.view(np.uint64)
-        runs = _ml.ml_scan(img, forest, ends, values, first, *dims, dirs, changes, view)
+        offs = np.empty(len(dirs), np.int64)
+        gap = np.empty(2 * nx + 2, np.uint64)
+        args = (dirs, cover, changes, view, offs, gap)
+        runs = _ml.ml_scan(img, L, forest, ends, values, first, *dims, *args)
         n = _ml.ml_number(forest, values, runs)
-        _ml.ml_fill(img, L, forest, nz * ny, nx)
+        _ml.ml_gather(L, forest)
         return n
 
     return label_into

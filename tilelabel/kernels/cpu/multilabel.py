@@ -10,10 +10,11 @@ in run order gives scipy's (and cc3d's) order. Work is per run, not per voxel, e
 the runs and writing the labels.
 
 1. :func:`ml_scan`: rows in raster order; a row's runs are found from the positions where the
-   value changes, then each run is united with the runs of its value that it touches in the
-   earlier neighbour rows (:data:`tilelabel.kernels.cpu.runs.DIRECTIONS`).
+   value changes and every voxel's run id is written into the label array, then each run is
+   united with the runs of its value that it touches in the earlier neighbour rows
+   (:func:`directions`), found from the run ids at its ends.
 2. :func:`ml_number`: the roots numbered 1..n in run order, every other run given its root's.
-3. :func:`ml_fill`: every run's voxels written with its number.
+3. :func:`ml_gather`: every voxel's run id replaced by its run's number.
 
 The values are read through an unsigned view of their own width (a signed value and its
 unsigned view are equal exactly when the values are), so numba compiles one scan per width.
@@ -26,10 +27,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from tilelabel.kernels.cpu.runs import _ctz
+from tilelabel.kernels.cpu.runs import DIRECTIONS, _ctz
 from tilelabel.kernels.cpu.unionfind import union
 
 _ONE = np.uint64(1)
+_BYTE = np.uint64(255)
+#: times a word of 0/1 bytes: byte i of the product is the sum of bytes 0..i
+_BYTES = np.uint64(0x0101010101010101)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
@@ -58,45 +62,61 @@ def _pair(P, V, c, q):
         union(P, np.int64(c), np.int64(q))
 
 
+def directions(ndim: int, connectivity: int) -> tuple[np.ndarray, bool]:
+    """The earlier neighbour rows that :func:`ml_scan` walks, and whether it may skip the
+    covered runs (3D 26-connectivity: the row below, ``(-1, 0)``, comes first)."""
+    dirs = DIRECTIONS[(ndim, connectivity)]
+    if (ndim, connectivity) != (3, 26):
+        return dirs, False
+    below = (dirs[:, 0] == -1) & (dirs[:, 1] == 0)
+    return np.concatenate([dirs[below], dirs[~below]]), True
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _adopt(P, V, c, q):
-    """``_pair`` for the first neighbour row walked, where most runs of this row are still
-    their own roots: such a run takes ``q``'s parent (an earlier run) without a branch."""
-    v = V[c]
-    pc = np.uint64(P[c])
-    pq = np.uint64(P[q])
-    differ = np.uint64(v ^ V[q]) | np.uint64(v == 0)
-    fresh = np.uint64(pc == c) & np.uint64(differ == 0)
-    P[c] = pq if fresh else pc
-    if (differ | fresh | np.uint64(pc == pq)) == 0:
-        union(P, np.int64(c), np.int64(q))
+def _link(P, V, L, u, v, fresh, o, x0, x1):
+    """Unite run ``u`` (value ``v``) with the runs of value ``v`` over voxels ``x0..x1`` of the
+    row at flat offset ``o`` of the run ids ``L``; while ``fresh`` (``u`` is still its own
+    root), ``u`` takes the first one's parent. Returns ``fresh``."""
+    q1 = np.uint64(L[o + x1])
+    for q in range(np.uint64(L[o + x0]), q1 + _ONE):
+        if fresh:
+            if V[q] == v:
+                P[u] = P[q]
+                fresh = False
+        else:
+            _pair(P, V, u, q)
+    return fresh
 
 
 @numba.njit(cache=True, nogil=True)
-def ml_scan(img, P, E, V, first, nz, ny, nx, dirs, d, d64):
+def ml_scan(img, L, P, E, V, first, nz, ny, nx, dirs, cover, d, d64, offs, gap):
     """Find every row's runs (run ``c`` ends before voxel ``E[c]`` of its row and has value
-    ``V[c]``; ``first[r]``: row r's first run) and unite each nonzero run in the forest ``P``
-    with the runs of its value that it touches in the earlier neighbour rows ``dirs``
-    ((dz, dy, wide) rows, as in ``runs``). ``d``: a zeroed uint8 buffer of ``nx`` rounded
-    up to 8, and ``d64`` its uint64 view; ``V`` has one slot more than there can be runs (read
-    past the last run, unused).
+    ``V[c]``; ``first[r]``: row r's first run), write each voxel's run id into ``L``, and unite
+    each nonzero run in the forest ``P`` with the runs of its value that it touches in the
+    earlier neighbour rows ``dirs`` ((dz, dy, wide) rows, as in ``runs``; see
+    :func:`directions`). ``d``: a zeroed uint8 buffer of ``nx`` rounded up to 8, ``d64`` its
+    uint64 view; ``offs``: ``len(dirs)`` int64; ``gap``: ``2 * nx + 2`` uint64.
     Returns the number of runs.
 
     A row's value changes are marked in ``d`` by a vectorized compare and read 8 voxels at a
-    time (a little-endian word's byte i is voxel i). Each neighbour row is walked once beside
-    this one, as two sorted lists are merged: from a pair of touching runs, the one that ends
-    first steps on (both when they end together; when ``wide``, each of those two also touches
-    the other's next run). No per-run search, and no branch on which run steps, nor on values
-    (the diagonal pairs are tested only where a value matches); in the first row walked, a run
-    that is still its own root takes its neighbour's parent without a branch.
+    time (a little-endian word's byte i is voxel i): one multiplication gives the 8 voxels' run
+    ids, and the set bytes the runs' ends. The runs a run touches in a neighbour row are the
+    ids of that row's voxels at its two ends, and those between: no search and no merge walk.
+
+    ``cover`` (26-connectivity): the row below is walked first, and the voxel below a voxel
+    is a neighbour of all its 13 earlier neighbours, which the scan has united with it already.
+    So a run lying on one run of its value in that row takes its parent and nothing else, and
+    the other rows are walked only over the voxels no run of its value there lies beside.
     """
     k = dirs.shape[0]
     nw = (nx + 7) >> 3
     j = np.uint64(0)
+    last = np.uint64(nx - 1)
     for z in range(nz):
         for y in range(ny):
             r = z * ny + y
             row = img[r * nx : r * nx + nx]
+            base = np.uint64(r * nx)
             a = j
             first[r] = a
             for x in range(nx - 1):  # d[x]: a run ends after voxel x
@@ -104,6 +124,14 @@ def ml_scan(img, P, E, V, first, nz, ny, nx, dirs, d, d64):
             d[nx - 1] = 1
             for w in range(nw):
                 m = d64[w]
+                ids = (m * _BYTES) << np.uint64(8)  # byte i: the run ends before voxel i
+                o = base + np.uint64(w << 3)
+                if (w << 3) + 8 <= nx:
+                    for i in range(8):
+                        L[o + np.uint64(i)] = j + ((ids >> np.uint64(8 * i)) & _BYTE)
+                else:
+                    for i in range(nx - (w << 3)):
+                        L[o + np.uint64(i)] = j + ((ids >> np.uint64(8 * i)) & _BYTE)
                 while m:
                     E[j] = np.uint64(w << 3) + (np.uint64(_ctz(m)) >> np.uint64(3)) + _ONE
                     j += _ONE
@@ -111,42 +139,64 @@ def ml_scan(img, P, E, V, first, nz, ny, nx, dirs, d, d64):
             s = np.uint64(0)
             for c in range(a, j):
                 V[c] = row[s]
-                s = np.uint64(E[c])
-            for c in range(a, j):
                 P[c] = c
-            adopt = True  # the first neighbour row inside the image
+                s = np.uint64(E[c])
             for i in range(k):
                 zz = z + dirs[i, 0]
                 yy = y + dirs[i, 1]
-                if zz < 0 or yy < 0 or yy >= ny:
+                inside = zz >= 0 and yy >= 0 and yy < ny
+                offs[i] = (zz * ny + yy) * nx if inside else -1
+            s = np.uint64(0)
+            for u in range(a, j):
+                e = np.uint64(E[u])
+                v = V[u]
+                lo = s
+                s = e
+                if v == 0:
                     continue
-                q = first[zz * ny + yy]
-                qend = first[zz * ny + yy + 1]
-                wide = dirs[i, 2] != 0
-                u = a
-                while True:
-                    ec = np.uint64(E[u])
-                    eq = np.uint64(E[q])
-                    if adopt:
-                        _adopt(P, V, u, q)
+                fresh = True
+                if not (cover and offs[0] >= 0):
+                    for i in range(k):
+                        if offs[i] < 0:
+                            continue
+                        wd = np.uint64(dirs[i, 2])
+                        x0 = lo - wd if lo >= wd else lo
+                        x1 = e - _ONE + wd if e - _ONE + wd <= last else last
+                        fresh = _link(P, V, L, u, v, fresh, np.uint64(offs[i]), x0, x1)
+                    continue
+                ob = np.uint64(offs[0])
+                q0 = np.uint64(L[ob + lo])
+                if V[q0] == v and q0 == np.uint64(L[ob + e - _ONE]):
+                    P[u] = P[q0]  # lies on one run of its value: nothing else to unite
+                    continue
+                x0 = lo - _ONE if lo > 0 else lo
+                x1 = e if e <= last else last
+                qa = first[r - ny]
+                c = x0  # voxels x0..c-1 have a run of value v below or beside them
+                ng = 0
+                for q in range(np.uint64(L[ob + x0]), np.uint64(L[ob + x1]) + _ONE):
+                    if V[q] != v:
+                        continue
+                    if fresh:
+                        P[u] = P[q]
+                        fresh = False
                     else:
                         _pair(P, V, u, q)
-                    vu = V[u]
-                    vq = V[q]
-                    vu1 = V[u + _ONE]
-                    vq1 = V[q + _ONE]
-                    # both end here (not at the row's end): the diagonal pairs, if alike
-                    diag = np.uint64(wide & (ec == eq) & (u + _ONE < j)) & (
-                        np.uint64(vu1 == vq) | np.uint64(vu == vq1)
-                    )
-                    if diag:
-                        _pair(P, V, u + _ONE, q)
-                        _pair(P, V, u, q + _ONE)
-                    u += np.uint64(ec <= eq)
-                    q += np.uint64(eq <= ec)
-                    if u == j or q == qend:
-                        break
-                adopt = False
+                    qs = np.uint64(E[q - _ONE]) if q > qa else np.uint64(0)
+                    if qs >= c + np.uint64(2):
+                        gap[ng] = c
+                        gap[ng + 1] = qs - np.uint64(2)
+                        ng += 2
+                    c = np.uint64(E[q]) + _ONE
+                if c <= x1:
+                    gap[ng] = c
+                    gap[ng + 1] = x1
+                    ng += 2
+                for g in range(0, ng, 2):
+                    for i in range(1, k):
+                        if offs[i] >= 0:
+                            o = np.uint64(offs[i])
+                            fresh = _link(P, V, L, u, v, fresh, o, gap[g], gap[g + 1])
     return j
 
 
@@ -170,15 +220,7 @@ def ml_number(P, V, m):
 
 
 @numba.njit(cache=True, nogil=True)
-def ml_fill(img, L, P, nrows, nx):
-    """Write every run's number ``P[c]`` over its voxels, rows of ``L`` in raster order: voxel
-    by voxel without a branch, the run index growing where the value changes."""
-    c = np.uint64(0)
-    for r in range(nrows):
-        row = img[r * nx : r * nx + nx]
-        out = L[r * nx : r * nx + nx]
-        for x in range(nx - 1):
-            out[x] = P[c]
-            c += np.uint64(row[x] != row[x + 1])
-        out[nx - 1] = P[c]
-        c += _ONE
+def ml_gather(L, P):
+    """Replace every voxel's run id in ``L`` by its run's number ``P[c]``."""
+    for i in range(L.size):
+        L[i] = P[L[i]]
