@@ -275,6 +275,57 @@ def regionprops(
     ``spacing`` and ``offset`` are scikit-image's: ``offset`` shifts ``centroid`` and
     ``coords*``, not ``bbox`` or ``slice``. Unlike scikit-image's, they are checked even where
     the image has no region.
+
+    Notes
+    -----
+    The properties, scikit-image's names and types, and where each comes from: *pass* (the
+    statistics pass), *derived* (scikit-image's formula on the pass's values) or *crop*
+    (scikit-image's own, on the region's crop):
+
+    **area** : float; pass
+    **area_bbox** : float; pass
+    **area_convex** : float; crop
+    **area_filled** : float; crop
+    **axis_major_length** : float; derived
+    **axis_minor_length** : float; derived
+    **bbox** : tuple; derived
+    **centroid** : array; pass
+    **centroid_local** : array; pass
+    **centroid_weighted** : array; crop
+    **centroid_weighted_local** : array; crop
+    **coords** : (K, 2) ndarray; crop
+    **coords_scaled** : (K, 2) ndarray; crop
+    **eccentricity** : float; derived
+    **equivalent_diameter_area** : float; derived
+    **euler_number** : int; crop
+    **extent** : float; derived
+    **feret_diameter_max** : float; crop
+    **image** : (H, J) ndarray; crop
+    **image_convex** : (H, J) ndarray; crop
+    **image_filled** : (H, J) ndarray; crop
+    **image_intensity** : (H, J) ndarray; crop
+    **inertia_tensor** : ndarray; pass
+    **inertia_tensor_eigvals** : tuple; pass
+    **intensity_max** : float; pass
+    **intensity_mean** : float; pass
+    **intensity_median** : float; crop
+    **intensity_min** : float; pass
+    **intensity_std** : float; pass
+    **label** : int; pass
+    **moments** : (3, 3) ndarray; crop
+    **moments_central** : (3, 3) ndarray; crop
+    **moments_hu** : tuple; crop
+    **moments_normalized** : (3, 3) ndarray; crop
+    **moments_weighted** : (3, 3) array; crop
+    **moments_weighted_central** : (3, 3) ndarray; crop
+    **moments_weighted_hu** : tuple; crop
+    **moments_weighted_normalized** : (3, 3) ndarray; crop
+    **num_pixels** : int; pass
+    **orientation** : float; derived
+    **perimeter** : float; crop
+    **perimeter_crofton** : float; crop
+    **slice** : tuple of slices; pass
+    **solidity** : float; crop
     """
     from tilelabel import regions
     from tilelabel.pipeline import stats as stats_mod

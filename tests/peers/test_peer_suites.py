@@ -2,8 +2,9 @@
 
 scipy installs its test suite with it: its ``scipy.ndimage`` measurement tests run here with
 ``scipy.ndimage.label`` replaced by :func:`tilelabel.ndimage.label` (:mod:`.swap_scipy`).
-scikit-image, dask-image and cc3d ship no tests in their wheels; tests/test_ndimage.py and
-tests/test_measure.py compare tilelabel with those libraries' own functions instead.
+scikit-image's regionprops tests are kept in :mod:`tests.peers.skimage`, with the import swapped.
+dask-image and cc3d ship no tests in their wheels; tests/test_ndimage.py and tests/test_cc3d.py
+compare tilelabel with those libraries' own functions instead.
 """
 
 from __future__ import annotations
