@@ -49,3 +49,14 @@ def test_cupy_in_cupy_out():
     ref, ref_n = _scipy(img)
     assert n == ref_n
     np.testing.assert_array_equal(cp.asnumpy(labels), ref)
+
+
+def test_dask_in_lazy_out_and_a_count_that_int_takes():
+    import dask.array as da
+
+    img = _volume()
+    labels, n = tilelabel.label(da.from_array(img, chunks=(7, 11, 13)))
+    assert isinstance(labels, da.Array) and isinstance(n, da.Array)
+    ref, ref_n = _scipy(img)
+    assert int(n) == ref_n and n.compute().dtype == np.int64
+    np.testing.assert_array_equal(labels.compute(), ref)

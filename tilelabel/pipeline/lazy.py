@@ -72,6 +72,8 @@ def label_dask(
     }
     spec0 = graph.delayed(graph.spec_keys[(0,) * x.ndim])
     hlg = HighLevelGraph.from_collections(name, dsk, dependencies=[x, spec0, count])
+    # a NumPy scalar, as a 0-d dask array computes to (int(count) asks it for .item())
+    count = count.map_blocks(np.int64, dtype=np.int64)
     return da.Array(hlg, name, plan.chunks, dtype=out), count
 
 
