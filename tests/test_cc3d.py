@@ -259,6 +259,24 @@ def test_delta_and_float_input_as_cc3d(seed):
         same(got, want)
 
 
+def test_delta_and_largest_k_of_dask_arrays_in_chunks():
+    import dask.array as da
+
+    rng = np.random.default_rng(9)
+    x = (rng.random((19, 23, 21)) * 6).astype(np.float32)
+    x[rng.random(x.shape) < 0.3] = 0
+    lazy = da.from_array(x, chunks=(8, 7, 9))
+    for conn, delta in ((6, 0), (18, 1.5), (26, 0.5)):
+        want, n = cc3d.connected_components(x, connectivity=conn, delta=delta, return_N=True)
+        got, m = mine.connected_components(lazy, connectivity=conn, delta=delta, return_N=True)
+        assert m.compute() == n
+        np.testing.assert_array_equal(got.compute(), want)
+    sizes = np.bincount(want.ravel())[1:]
+    k = int(np.sum(sizes > np.sort(sizes)[-4]))  # the largest that no tie cuts
+    got = mine.largest_k(lazy, k, connectivity=26, delta=0.5)
+    np.testing.assert_array_equal(got.compute(), cc3d.largest_k(x, k, connectivity=26, delta=0.5))
+
+
 def test_contacts_and_region_graph_as_cc3d():
     # counts on images with a background border: at their edge cc3d counts some pairs twice
     # at 8 and 26 (tests/kernels/cpu/test_contacts.py)

@@ -23,22 +23,36 @@ if TYPE_CHECKING:
 
 
 def _prepare(
-    x: Any, connectivity, structure, caller: str, multilabel: bool = False
+    x: Any,
+    connectivity,
+    structure,
+    caller: str,
+    multilabel: bool = False,
+    delta: float | None = None,
 ) -> tuple[Any, int]:
     """The checks every in-memory entry point makes: an array, labelable, and its connectivity."""
     x = dispatch.array(x, caller)
     check_input(tuple(x.shape), x.dtype)
-    if multilabel:
+    if delta is not None:
+        if not float(delta) >= 0:
+            raise ValueError(f"delta must be a number >= 0, got {delta!r}")
+    elif multilabel:
         check_values(x.dtype)
     return x, conn_mod.normalize(x.ndim, connectivity, structure)
 
 
 def _in_memory(
-    x, backend: str, conn: int, wrap: tuple[int, ...], algorithm, multilabel: bool = False
+    x,
+    backend: str,
+    conn: int,
+    wrap: tuple[int, ...],
+    algorithm,
+    multilabel: bool = False,
+    delta: float | None = None,
 ):
     """``(backend, x, labels, n)`` of a numpy or CuPy array (on the GPU for CuPy), joined
     across the ``wrap``ped axes (:mod:`tilelabel.pipeline.wrapped`; with ``multilabel``, voxels
-    of one value)."""
+    of one value; with ``delta``, voxels whose values differ by at most that)."""
     from tilelabel.pipeline.wrapped import lut as wrapped_lut
 
     if dispatch.is_cupy(x):
@@ -48,13 +62,17 @@ def _in_memory(
     else:
         x = np.asarray(x)
         be = get_backend(resolve_backend(backend))
-    check_no_nan(x)
-    bound = conn_mod.max_components(tuple(x.shape), conn, multilabel)
-    # a host array labels on every usable core (cc3d and scipy take one)
-    threads = 1 if dispatch.is_cupy(x) else usable_cores()
-    labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel, threads)
+    bound = conn_mod.max_components(tuple(x.shape), conn, multilabel or delta is not None)
+    if delta is not None:  # each NaN voxel a component of its own (cc3d's)
+        labels, n = be.label_delta(x, conn, label_dtype(bound), delta)
+    else:
+        check_no_nan(x)
+        # a host array labels on every usable core (cc3d and scipy take one)
+        threads = 1 if dispatch.is_cupy(x) else usable_cores()
+        labels, n = be.label(x, conn, label_dtype(bound), algorithm, multilabel, threads)
     struct = conn_mod.structure(x.ndim, conn)
-    table, n = wrapped_lut(be, labels, n, wrap, struct, x if multilabel else None)
+    values = x if multilabel or delta is not None else None
+    table, n = wrapped_lut(be, labels, n, wrap, struct, values, delta)
     if table is not None:
         labels = _through(be, labels, table)
     return be, x, labels, n
@@ -120,9 +138,11 @@ def label(
     order: str = "raster",
     wrap_axes: Any = None,
     multilabel: bool = False,
+    delta: float | None = None,
 ):
     """Label the connected components of ``x`` (nonzero is foreground; with ``multilabel``,
-    each distinct nonzero value is a class of its own).
+    each distinct nonzero value is a class of its own; with ``delta``, neighbours join where
+    their values differ by at most ``delta``).
 
     Parameters
     ----------
@@ -158,6 +178,10 @@ def label(
     multilabel
         A component is a connected set of voxels of one value (``x`` of an integer or bool
         dtype), as ``cc3d.connected_components(x, connectivity=...)`` labels it.
+    delta
+        Continuous values: neighbours join where both are nonzero and their values differ by
+        at most ``delta`` (``x`` bool, integer or float; every NaN voxel a component of its
+        own), as ``cc3d.connected_components(x, connectivity=..., delta=delta)`` labels it.
 
     Returns
     -------
@@ -167,14 +191,21 @@ def label(
         Numpy in, numpy out; CuPy in, CuPy out; dask in, a lazy dask array and a lazy 0-d
         dask array for the count.
     """
-    x, conn = _prepare(x, connectivity, structure, "label", multilabel)
+    x, conn = _prepare(x, connectivity, structure, "label", multilabel, delta)
     wrap = periodic.axes(x.ndim, wrap_axes)
     opts = _size_filter(x, min_size, max_size, largest_k, order)
     if dispatch.is_dask(x):
         from tilelabel.pipeline.lazy import label_dask
         from tilelabel.pipeline.local import Labeler
 
-        labeler = Labeler(resolve_backend(backend), conn, algorithm, multilabel)
+        continuous = delta is not None
+        labeler = Labeler(
+            resolve_backend(backend),
+            conn,
+            None if continuous else algorithm,
+            multilabel or continuous,
+            float(delta) if continuous else None,
+        )
         return label_dask(
             x,
             labeler=labeler,
@@ -185,7 +216,7 @@ def label(
             order=order,
             wrap=wrap,
         )
-    be, x, labels, n = _in_memory(x, backend, conn, wrap, algorithm, multilabel)
+    be, x, labels, n = _in_memory(x, backend, conn, wrap, algorithm, multilabel, delta)
     if opts is not None:
         count = be.label_stats(labels, n, (0,) * x.ndim)["count"][:, 0]
         from tilelabel.pipeline.stats import filter_lut
@@ -208,6 +239,7 @@ class RunOptions(TypedDict, total=False):
 
     connectivity: int | None
     multilabel: bool
+    delta: float | None
     wrap_axes: Sequence[int | str] | str | int | None
     chunks: Sequence[int] | None
     backend: Literal["auto", "cpu", "cuda"]

@@ -240,19 +240,19 @@ def _connected_lazy(data, connectivity, return_N, delta, out_dtype, periodic, bi
     """:func:`connected_components` of a CuPy or dask array, through :func:`tilelabel.label`."""
     from tilelabel.api import label
 
-    if delta:
-        raise NotImplementedError("delta > 0 is supported for numpy arrays only")
     if data.ndim not in (2, 3):
         raise DimensionError(f"Only 2D and 3D CuPy or dask arrays are supported. Got: {data.ndim}")
     conn = _connectivity(data.ndim, connectivity, periodic)
     binary = bool(binary_image) or data.dtype == np.bool_
-    if not binary and data.dtype.kind == "f":
-        raise NotImplementedError("multi-label float input is supported for numpy arrays only")
+    continuous = not binary and (delta > 0 or data.dtype.kind == "f")
+    if continuous and periodic:
+        raise NotImplementedError("periodic_boundary is not yet implemented continuous data.")
     wrap = tuple(range(data.ndim)) if periodic else None
     dtype = "auto" if out_dtype is None else str(np.dtype(out_dtype))
     if dtype == "uint16":
         dtype = "auto"
-    labels, n = label(data, conn, multilabel=not binary, wrap_axes=wrap, dtype=dtype)
+    step = float(delta) if continuous else None
+    labels, n = label(data, conn, multilabel=not binary, delta=step, wrap_axes=wrap, dtype=dtype)
     if out_dtype is not None:
         labels = labels.astype(np.dtype(out_dtype))
     return (labels, n) if return_N else labels
@@ -406,17 +406,19 @@ def _largest_lazy(img, k, connectivity, delta, return_N, binary, precomputed):
     by size (1 the largest), turned to cc3d's numbering (1 the smallest kept)."""
     from tilelabel.api import label
 
-    if delta or precomputed:
-        raise NotImplementedError("delta and precomputed_ccl are supported for numpy arrays only")
+    if precomputed:
+        raise NotImplementedError("precomputed_ccl is supported for numpy arrays only")
     xp = dispatch.module(img)
     if k == 0:  # the array alone, as cc3d's (and the numpy path's), return_N or not
         return np.zeros_like(img, dtype=np.uint16)  # (numpy's function takes each type)
     conn = _connectivity(img.ndim, connectivity)
     multilabel = not binary and img.dtype != np.bool_
-    labels, n = label(img, conn, multilabel=multilabel)
+    continuous = multilabel and (delta > 0 or img.dtype.kind == "f")
+    kwargs = {"multilabel": multilabel, "delta": float(delta) if continuous else None}
+    labels, n = label(img, conn, **kwargs)
     n = int(n.compute()) if dispatch.is_dask(img) else int(n)
     if n > k:
-        labels, _ = label(img, conn, multilabel=multilabel, largest_k=k, order="size")
+        labels, _ = label(img, conn, largest_k=k, order="size", **kwargs)
         if k == 1:
             labels = labels == 1
         else:

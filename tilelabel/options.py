@@ -148,6 +148,16 @@ class Options:
         check=v.boolean,
         flags=[flag("--multilabel", action="store_true", default=None)],
     )
+    delta: float | None = option(
+        None,
+        "continuous values: neighbours join where both are nonzero and their values differ by "
+        "at most D (cc3d's delta; --multilabel is D = 0); bool, integer or float input",
+        doc="The output then equals ``cc3d.connected_components(volume, connectivity=..., "
+        "delta=D)``: integers compared as the unsigned integers of their bits and ``D`` "
+        "truncated to an integer, as cc3d; every NaN voxel a component of its own.",
+        check=v.non_negative_number,
+        flags=[flag("--delta", type=float, metavar="D")],
+    )
     wrap_axes: tuple[int | str, ...] | None = option(
         None,
         "periodic boundaries: the axes whose two end faces touch each other, as names or "

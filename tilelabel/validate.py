@@ -78,6 +78,14 @@ def positive_number(value: Any) -> float:
     return value
 
 
+def non_negative_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise ValueError("a number >= 0")
+    if not float(value) >= 0:  # NaN too
+        raise ValueError("a number >= 0")
+    return float(value)
+
+
 def boolean(value: Any) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise ValueError("true or false")

@@ -56,15 +56,15 @@ def test_face_mask_marks_every_open_face_a_label_touches():
     assert bits == {1: 1 << 4, 3: 1 << 1}
 
 
-def _pairs_by_pass(a, b, shift, va=None, vb=None):
-    """(a[p], b[p + shift]) where both are foreground (and of one value), one pass over the
-    whole overlap."""
+def _pairs_by_pass(a, b, shift, va=None, vb=None, delta=0):
+    """(a[p], b[p + shift]) where both are foreground (and of one value, or of values at most
+    ``delta`` apart), one pass over the whole overlap."""
     sa = tuple(slice(max(0, -s), n - max(0, s)) for s, n in zip(shift, a.shape, strict=True))
     sb = tuple(slice(max(0, s), n - max(0, -s)) for s, n in zip(shift, b.shape, strict=True))
     la, lb = a[sa].reshape(-1), b[sb].reshape(-1)
     both = (la != 0) & (lb != 0)
     if va is not None:
-        both &= va[sa].reshape(-1) == vb[sb].reshape(-1)
+        both &= np.abs(va[sa].reshape(-1) - vb[sb].reshape(-1)) <= delta
     return set(zip(la[both].tolist(), lb[both].tolist(), strict=True))
 
 
@@ -86,6 +86,9 @@ def test_shifted_pairs_equal_a_pass_per_shift(shape, density):
     va, vb = (rng.integers(0, 3, shape).astype(np.uint16) for _ in range(2))  # multi-label
     want = set().union(*(_pairs_by_pass(a, b, s, va, vb) for s in shifts))
     assert _unpacked(shifted_pairs(a, b, shifts, va, vb)) == want
+    va, vb = (rng.random(shape) * 3 for _ in range(2))  # continuous, delta 0.5
+    want = set().union(*(_pairs_by_pass(a, b, s, va, vb, 0.5) for s in shifts))
+    assert _unpacked(shifted_pairs(a, b, shifts, va, vb, np.float64(0.5))) == want
 
 
 def _unpacked(packed):

@@ -94,6 +94,14 @@ class Backend(Protocol):
         labels, n = self.label(block, connectivity, dtype, algorithm, multilabel)
         return labels, n, self.first_indices(labels, n)
 
+    def label_delta(
+        self, block: np.ndarray, connectivity: int, dtype: np.dtype, delta: float
+    ) -> tuple[Any, int]:
+        """Labels 1..n of a continuous-valued ``block`` (cc3d's ``delta``: neighbours join where
+        both are nonzero and their values differ by at most ``delta``,
+        :func:`tilelabel.kernels.cpu.continuous.join_rule`) and n."""
+        raise NotImplementedError(f"delta is labeled by the CPU backend only, not {self.name}")
+
     def foreground(self, block: np.ndarray) -> Any:
         """The block's foreground (nonzero) as uint8 where the backend labels: ``label`` takes
         it as is, and ``pack`` packs it."""

@@ -4,9 +4,10 @@ their border labels meet there.
 For each chunk and each of its 3^ndim-1 neighbours in a forward direction (13 in 3D, 4 in 2D),
 the facing boundary planes give pairs (chunk a, label i) = (chunk b, label j) wherever two
 foreground voxels are connected under the structure; edges and corners count. With multi-label
-input (:attr:`Borders.values`), only voxels of the same value pair. On a wrapped axis the
-neighbour may lie at the grid's other end (:meth:`tilelabel.chunking.ChunkPlan.neighbour`): the
-pairs across the wrap are found the same way. :mod:`tilelabel.pipeline.tree` joins the pairs
+input (:attr:`Borders.values`), only voxels of the same value pair; with continuous input
+(:attr:`Borders.value_faces`), voxels whose values differ by at most ``delta``. On a wrapped
+axis the neighbour may lie at the grid's other end (:meth:`tilelabel.chunking.ChunkPlan.neighbour`):
+the pairs across the wrap are found the same way. :mod:`tilelabel.pipeline.tree` joins the pairs
 into components.
 """
 
@@ -58,8 +59,8 @@ def contact(
     borders: Borders, step: Sequence[int], high: bool
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Where a chunk touches its neighbour at ``step``: its labels there as positions in
-    ``borders.ids`` plus one (0: background); with multi-label input, those positions and the
-    value of each voxel there.
+    ``borders.ids`` plus one (0: background); with multi-label or continuous input, those
+    positions and the value of each voxel there.
 
     Computed on the worker that holds the chunk's borders, so that a pair of chunks exchanges
     one face, edge or corner of the small position type instead of all six faces and ids.
@@ -72,6 +73,8 @@ def contact(
     if borders.ids.size >= 1 << POSITION_BITS:
         raise ValueError(f"{borders.ids.size} border labels in one chunk; use smaller chunks")
     out = cpu_ops.positions(labels, borders.ids)
+    if borders.value_faces is not None:  # continuous input: the voxels' own values
+        return out, np.ascontiguousarray(_contact(borders.value_faces, step, high))
     if borders.values is None:
         return out
     fg = out != 0
@@ -122,7 +125,7 @@ def chunk_pairs(
                 shifts.append(shift)
         if not shifts:  # no neighbour of the structure lies across this edge or corner
             continue
-        packed = cpu_ops.shifted_pairs(a, b, shifts, va, vb)
+        packed = cpu_ops.shifted_pairs(a, b, shifts, va, vb, mine.delta)
         if packed.size:
             la, lb = packed >> np.uint64(_PAIR_BITS), packed & np.uint64((1 << _PAIR_BITS) - 1)
             pa = (np.int64(ordinal) << POSITION_BITS) + (la.astype(np.int64) - 1)

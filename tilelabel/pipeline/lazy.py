@@ -49,6 +49,7 @@ def label_dask(
     # a filtered or wrapped graph must not share key names with the plain one of the same array
     token = x.name if opts is None else f"{x.name}-{min_size}-{max_size}-{largest_k}-{order}"
     token += "-multilabel" if labeler.multilabel else ""
+    token += f"-delta{labeler.delta}" if labeler.delta is not None else ""
     token += f"-wrap{''.join(map(str, wrap))}" if wrap else ""
     graph = graph_mod.build(source=_source(x, token), plan=plan, labeler=labeler, stats=opts)
     # the dtype of a lazy array is fixed before the count is known: choose it from the largest
@@ -104,9 +105,10 @@ def regionprops_dask(
         isource = _source(intensity, intensity.name)
     token = f"{x.name}-stats-{isource and isource.token}-{min_size}-{max_size}-{opts.spacing}"
     token += f"-{largest_k}-{order}-{wrap}" + ("-multilabel" if labeler.multilabel else "")
+    token += f"-delta{labeler.delta}" if labeler.delta is not None else ""
     graph = graph_mod.build(
         source=_source(x, token), plan=plan, labeler=labeler, stats=opts, intensity=isource
     )
     pieces = dask.compute(*(graph.delayed(graph.table_keys[i]) for i in plan.indices()))
-    names = stats_mod.columns(x.ndim, intensity is not None, opts.spacing, labeler.multilabel)
+    names = stats_mod.columns(x.ndim, intensity is not None, opts.spacing, labeler.by_value)
     return stats_mod.to_frame(stats_mod.concat(pieces, names))

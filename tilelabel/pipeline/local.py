@@ -40,28 +40,45 @@ class Labeler:
     #: each nonzero value a class of its own (cc3d's ``connected_components``), else nonzero is
     #: foreground
     multilabel: bool = False
+    #: continuous values (cc3d's ``delta``, with ``multilabel``): neighbours join where their
+    #: values differ by at most this; None: where they are equal
+    delta: float | None = None
 
     def _kwargs(self, block: Any) -> dict[str, Any]:
         dtype = local_dtype(block.shape, self.connectivity, self.multilabel)
         kwargs = {"connectivity": self.connectivity, "dtype": dtype, "algorithm": self.algorithm}
         return kwargs | ({"multilabel": True} if self.multilabel else {})
 
+    @property
+    def by_value(self) -> bool:
+        """Each label holds one value, which the border merge compares (not with ``delta``)."""
+        return self.multilabel and self.delta is None
+
     def image(self, block: Any) -> Any:
         """What the kernels label, where the backend labels: the block's foreground as uint8,
-        or with ``multilabel`` its values (unsigned, of their own width)."""
+        with ``multilabel`` its values (unsigned, of their own width), with ``delta`` the
+        block as it is."""
         be = get_backend(self.backend)
+        if self.delta is not None:
+            return block
         return be.values(block) if self.multilabel else be.foreground(block)
 
     def label(self, block: Any) -> tuple[Any, int, Backend]:
         """``(labels, n, backend)`` of a block (host or the backend's device), in the narrowest
         label dtype the chunk allows, on the backend's device."""
         be = get_backend(self.backend)
+        if self.delta is not None:
+            dtype = local_dtype(block.shape, self.connectivity, True)
+            return (*be.label_delta(block, self.connectivity, dtype, self.delta), be)
         labels, n = be.label(block, **self._kwargs(block))
         return labels, n, be
 
     def label_first(self, block: Any) -> tuple[Any, int, np.ndarray]:
         """``(labels, n, first)``: :meth:`label` and each label's first voxel (its raster index
         in the block, a host array), in one pass where the kernels find them as they go."""
+        if self.delta is not None:
+            labels, n, be = self.label(block)
+            return labels, n, be.first_indices(labels, n)
         return get_backend(self.backend).label_first(block, **self._kwargs(block))
 
     def label_stats(
@@ -70,9 +87,18 @@ class Labeler:
         """``(labels, n, stats, first)``: :meth:`label_first` and each label's statistics
         (:meth:`Backend.label_stats_pass`)."""
         be = get_backend(self.backend)
+        if self.delta is not None:
+            labels, n, be = self.label(block)
+            return labels, n, *be.label_stats_first(labels, n, offset, intensity, moments)
         return be.label_stats_pass(
             block, offset=offset, intensity=intensity, moments=moments, **self._kwargs(block)
         )
+
+    def join_values(self, faces: list[np.ndarray | None], dtype: np.dtype) -> tuple[list, Any]:
+        """With ``delta``: a chunk's face planes of values (host arrays of ``dtype``, None for
+        a closed face) as the border merge compares them, and ``delta`` in their dtype
+        (:func:`tilelabel.kernels.cpu.continuous.prepare`, voxel by voxel)."""
+        return continuous_faces(faces, dtype, self.delta)
 
 
 @dataclass
@@ -89,6 +115,10 @@ class Borders:
     keys: np.ndarray
     #: multi-label input: each one's value (unsigned, see :meth:`Labeler.image`); None: binary
     values: np.ndarray | None = None
+    #: continuous input (``delta``): the values on each face, as ``faces``
+    #: (:meth:`Labeler.join_values`), and ``delta`` in their dtype
+    value_faces: list[np.ndarray | None] | None = None
+    delta: Any = None
 
 
 @dataclass
@@ -181,11 +211,42 @@ def _borders(
     return Borders(faces, ids, to_global_keys(first[ids - 1], chunk), border_values)
 
 
+def _delta_borders(
+    be: Backend, labels: Any, first: np.ndarray, chunk: Chunk, block: Any, labeler: Labeler
+) -> Borders:
+    """:func:`_borders` of a continuous-valued chunk: its values on its open faces too."""
+    borders = _borders(be, labels, first, chunk)
+    faces = face_planes(block, chunk, be.to_host)
+    borders.value_faces, borders.delta = labeler.join_values(faces, block.dtype)
+    return borders
+
+
 def open_faces(
     be: Backend, labels: Any, chunk: Chunk
 ) -> tuple[list[np.ndarray | None], np.ndarray]:
     """The chunk's labels on its open faces (host arrays, None for a closed face; see
     :attr:`Borders.faces`) and the sorted labels found there."""
+    faces = face_planes(labels, chunk, be.to_host)
+    present = [f.reshape(-1) for f in faces if f is not None]
+    ids = unique(np.concatenate(present)) if present else np.empty(0, np.uint64)
+    return faces, ids[ids != 0].astype(np.int64)
+
+
+def continuous_faces(
+    faces: list[np.ndarray | None], dtype: np.dtype, delta: float
+) -> tuple[list[np.ndarray | None], Any]:
+    """Face planes of values (host arrays of ``dtype``) as the continuous rule compares them,
+    and ``delta`` in their dtype (:func:`tilelabel.kernels.cpu.continuous.prepare`)."""
+    from tilelabel.kernels.cpu.continuous import prepare
+
+    _, d, _ = prepare(np.zeros(1, dtype), delta)
+    return [None if f is None else prepare(f, delta)[0] for f in faces], d
+
+
+def face_planes(
+    arr: Any, chunk: Chunk, to_host: Callable[[Any], np.ndarray] = np.asarray
+) -> list[np.ndarray | None]:
+    """``arr``'s planes on the chunk's open faces, as :attr:`Borders.faces` (host arrays)."""
     ndim = len(chunk.shape)
     faces: list[np.ndarray | None] = []
     for axis in range(ndim):
@@ -195,12 +256,10 @@ def open_faces(
                 sl[axis] = 0 if side == 0 else -1
                 # a copy of its own: a view (the first axis's faces) would hold the chunk's
                 # whole labels for as long as the face waits for its pairs, about a slab
-                faces.append(np.array(be.to_host(labels[tuple(sl)]), order="C"))
+                faces.append(np.array(to_host(arr[tuple(sl)]), order="C"))
             else:
                 faces.append(None)
-    present = [f.reshape(-1) for f in faces if f is not None]
-    ids = unique(np.concatenate(present)) if present else np.empty(0, np.uint64)
-    return faces, ids[ids != 0].astype(np.int64)
+    return faces
 
 
 @functools.lru_cache(maxsize=4)
@@ -255,7 +314,8 @@ def summarize(
     """
     if constant is not None and not stats:
         return _constant_summary(chunk, labeler, constant, fingerprint)
-    check_no_nan(block, chunk.offset, chunk.where)  # visible only once data is read
+    if labeler.delta is None:  # with delta, each NaN voxel is a component (cc3d's)
+        check_no_nan(block, chunk.offset, chunk.where)  # visible only once data is read
     if intensity is not None and tuple(intensity.shape) != tuple(block.shape):
         raise ValueError(
             f"intensity block of shape {intensity.shape} in {chunk.where} differs from the "
@@ -267,18 +327,20 @@ def summarize(
     table = None
     if stats:  # the statistics' pass finds the first voxels too
         labels, n, table, first = labeler.label_stats(fg, chunk.offset, intensity, moments)
-        if labeler.multilabel:  # the source value of each label, in the block's own dtype
+        if labeler.by_value:  # the source value of each label, in the block's own dtype
             table["value"] = value_at(be, block, first)[:, None]
     else:
         labels, n, first = labeler.label_first(fg)
     if keep is not None:  # bits would lose a multi-label block's values: only labels are kept
         keep(labels, n, None if labeler.multilabel else functools.partial(be.pack, fg))
-    values = fg if labeler.multilabel else None  # the border labels' values come from it
-    del fg
+    values = fg if labeler.by_value else None  # the border labels' values come from it
     if keys:
         table["key"] = to_global_keys(first, chunk)[:, None]
-    borders = _borders(be, labels, first, chunk, values)
-    del labels, values
+    if labeler.delta is not None:
+        borders = _delta_borders(be, labels, first, chunk, fg, labeler)
+    else:
+        borders = _borders(be, labels, first, chunk, values)
+    del labels, values, fg
     return Summary(borders, _counts(n, first, chunk, borders), table, checksum)
 
 
@@ -286,11 +348,15 @@ def _constant_summary(
     chunk: Chunk, labeler: Labeler, constant: np.generic, fingerprint: bool
 ) -> Summary:
     """:func:`summarize` of a chunk all ``constant``, from its one labeling per process."""
-    check_no_nan(np.full((1,) * len(chunk.shape), constant), chunk.offset, chunk.where)
+    if labeler.delta is None:
+        check_no_nan(np.full((1,) * len(chunk.shape), constant), chunk.offset, chunk.where)
     labels, n, first, checksum, image = constant_labels(labeler, chunk.shape, constant)
     faces, ids = open_faces(get_backend(labeler.backend), labels, chunk)
-    values = np.repeat(image, ids.size) if labeler.multilabel else None
+    values = np.repeat(image, ids.size) if labeler.by_value else None
     borders = Borders(faces, ids, to_global_keys(first[ids - 1], chunk), values)
+    if labeler.delta is not None:
+        planes = [None if f is None else np.full(f.shape, constant) for f in faces]
+        borders.value_faces, borders.delta = labeler.join_values(planes, constant.dtype)
     counts = _counts(n, first, chunk, borders)
     return Summary(borders, counts, None, checksum if fingerprint else None)
 

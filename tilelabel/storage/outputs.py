@@ -42,6 +42,7 @@ RESUME_KEYS = (
     "selection",
     "connectivity",
     "multilabel",
+    "delta",
     "wrap_axes",
     "min_size",
     "max_size",

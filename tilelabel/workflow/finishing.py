@@ -36,7 +36,7 @@ def start_table(run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted)
             len(run.volume.shape),
             run.intensity is not None,
             run.stats.spacing,
-            run.labeler.multilabel,
+            run.labeler.by_value,
         ),
         path=run.options.table,
         frame=run.options.stats is True,

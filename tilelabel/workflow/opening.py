@@ -82,7 +82,9 @@ def open_run(
         chunked=True,
     )
     connectivity = conn_mod.normalize(ndim, o.connectivity, structure)
-    if o.multilabel:
+    if o.delta is not None:
+        o = continuous(o)
+    elif o.multilabel:
         check_values(volume.array.dtype)
     wrap = periodic.axes(ndim, o.wrap_axes)
     at = where(o, client)
@@ -121,7 +123,7 @@ def open_run(
                 f"intensity {o.intensity} does not have the input's shape {volume.shape}"
             )
         intensity = ZarrSource(normalize_url(o.intensity), o.storage_options)
-    labeler = Labeler(backend, connectivity, o.algorithm, multilabel=o.multilabel)
+    labeler = Labeler(backend, connectivity, o.algorithm, multilabel=o.multilabel, delta=o.delta)
     itemsize = volume.array.dtype.itemsize
     # no task visits the chunks that hold no data, or with a nonzero fill, none reads them
     stored, fill = volume.stored_chunks(), volume.fill
@@ -176,6 +178,16 @@ def dusting(o: Options) -> Options:
         )
     small = {"max_size": max(o.dust - 1, 0)} if o.invert else {"min_size": o.dust}
     return dataclasses.replace(o, multilabel=True, **small)
+
+
+def continuous(o: Options) -> Options:
+    """A ``delta`` run's options: labels per value (``multilabel``), without ``dust`` or an
+    algorithm (each backend has one continuous kernel)."""
+    if o.dust is not None:
+        raise ValueError("delta does not go with dust (cc3d's dust has no delta)")
+    if o.algorithm is not None:
+        raise ValueError("delta has one kernel (cc3d's continuous labeling); leave out algorithm")
+    return dataclasses.replace(o, multilabel=True)
 
 
 def _exists(url: str, storage_options: dict | None) -> bool:

@@ -155,6 +155,8 @@ def attributes(
     }
     if run.labeler.multilabel:
         meta["multilabel"] = True
+    if run.labeler.delta is not None:
+        meta["delta"] = run.labeler.delta
     if run.options.dust is not None:  # the input's values, not labels
         meta["dust"] = run.options.dust
     if run.volume.lead:

@@ -49,6 +49,11 @@ class CPUBackend(Backend):
         )
         return labels, n
 
+    def label_delta(self, block, connectivity, dtype, delta):
+        from tilelabel.kernels.cpu.continuous import label_delta
+
+        return label_delta(np.asarray(block), connectivity, delta, dtype)
+
     def foreground(self, block):
         return foreground(np.asarray(block))
 

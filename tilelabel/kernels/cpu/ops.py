@@ -6,6 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from tilelabel.kernels.cpu.continuous import _distance
 from tilelabel.sorting import unique
 
 # The kernels below take every array they fill from their caller: an array that numba
@@ -94,7 +95,7 @@ def apply_lut(labels: np.ndarray, lut: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _shifted_pairs(a, shape, framed, strides, deltas, va, vb, values, pos, coords, out):
+def _shifted_pairs(a, shape, framed, strides, deltas, va, vb, values, d, pos, coords, out):
     # a voxel's pairs at every shift, before the next voxel's: a label is mostly that of the
     # voxel before and its neighbours, so comparing with the pair last kept drops most repeats.
     # pos: voxel 0 of ``a`` in the frame; coords: zeros; out: room for every pair. Returns the
@@ -106,7 +107,7 @@ def _shifted_pairs(a, shape, framed, strides, deltas, va, vb, values, pos, coord
             for s in range(deltas.size):
                 q = pos + deltas[s]
                 y = framed[q]
-                if y != 0 and (not values or va[i] == vb[q]):
+                if y != 0 and (not values or va[i] == vb[q] or _distance(va[i], vb[q]) <= d):
                     p = (np.uint64(x) << np.uint64(32)) | np.uint64(y)
                     if c == 0 or out[c - 1] != p:
                         out[c] = p
@@ -129,12 +130,15 @@ def shifted_pairs(
     shifts: list,
     va: np.ndarray | None = None,
     vb: np.ndarray | None = None,
+    delta: np.generic | None = None,
 ) -> np.ndarray:
     """The distinct pairs (a[p], b[p + shift]) over every shift in ``shifts`` where both are
-    nonzero (and, given the values ``va`` and ``vb`` of those voxels, of one value), packed as
-    ``a << 32 | b`` (uint64, sorted). ``a`` and ``b``: arrays of one shape and an unsigned type
-    of at most 32 bits; a shift past ``b``'s edge finds nothing. One pass that lets go of the
-    GIL, for the many threads of a GPU worker."""
+    nonzero (and, given the values ``va`` and ``vb`` of those voxels, of one value, or with
+    ``delta`` in their dtype, of values at most that apart, as
+    :func:`~tilelabel.kernels.cpu.continuous.join_rule` has it for nonzero values),
+    packed as ``a << 32 | b`` (uint64, sorted). ``a`` and ``b``: arrays of one shape and an
+    unsigned type of at most 32 bits; a shift past ``b``'s edge finds nothing. One pass that
+    lets go of the GIL, for the many threads of a GPU worker."""
     if a.shape != b.shape:
         raise ValueError(f"contact planes of shapes {a.shape} and {b.shape}")
     if not shifts:
@@ -151,6 +155,7 @@ def shifted_pairs(
         va, vb = np.ascontiguousarray(va).reshape(-1), np.pad(vb, 1).reshape(-1)
     else:
         va = vb = np.zeros(0, np.uint8)
+    d = va.dtype.type(0) if delta is None else delta  # equal values: a difference of 0
     out = np.empty(np.count_nonzero(a) * deltas.size, np.uint64)
     c = _shifted_pairs(
         np.ascontiguousarray(a).reshape(-1),
@@ -161,6 +166,7 @@ def shifted_pairs(
         va,
         vb,
         values,
+        d,
         int(strides.sum()),  # one voxel in along every axis
         np.zeros(a.ndim, np.int64),
         out,

@@ -18,6 +18,8 @@ Algorithms (CUDA C in ``kernels/cuda``), as registered with the kernel registry:
   roots whose component reaches a tile face take part in the global steps.
 - multi-label ``ke`` (:data:`MULTILABEL`): pixel Komura equivalence over the input's values,
   each nonzero value a class of its own, every connectivity (``multilabel.cu``).
+- ``continuous`` (:data:`CONTINUOUS`, cc3d's ``delta``): the same where neighbours' values
+  differ by at most ``delta`` (``continuous.cu``); :meth:`.CUDABackend.label_delta` runs it.
 
 The papers' other algorithms (``be``, ``ole``: :mod:`.equivalence`; ``ha4``: :mod:`.ha4`)
 run their own steps and join this table through :data:`OTHERS`.
@@ -33,6 +35,7 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -100,6 +103,8 @@ KERNELS: dict[str, Kernel] = {
     "seg_roots": Kernel("seg", (), "words", ("L", "troot", "bitmap", "prefix", "nwords")),
     "ml_ke_init": Kernel("multilabel", ("V", "CONN"), "voxels", _VOXELS),
     "ml_ke_reduce": Kernel("multilabel", ("V", "CONN"), "voxels", _VOXELS),
+    "dl_ke_init": Kernel("continuous", ("V", "CONN"), "voxels", (*_VOXELS, "delta")),
+    "dl_ke_reduce": Kernel("continuous", ("V", "CONN"), "voxels", (*_VOXELS, "delta")),
 }
 
 #: C++ spelling of each value type of a multi-label input (its unsigned view)
@@ -109,6 +114,8 @@ VTYPE = {
     np.dtype(np.uint32): "unsigned int",
     np.dtype(np.uint64): "unsigned long long",
 }
+#: and of a continuous-valued one (cc3d's ``delta``), as the rule compares them
+CONTINUOUS_VTYPE = VTYPE | {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,16 @@ MULTILABEL: dict[str, Algorithm] = {
 }
 
 
+#: the continuous-value algorithm (cc3d's ``delta``): KE with the rule of ``continuous.cu``
+CONTINUOUS = Algorithm(
+    False,
+    "dl_ke_init",
+    (("compress", "uf_compress_mark"), ("reduce", "dl_ke_reduce")),
+    inline=True,
+    **_VOXEL_TAIL,
+)
+
+
 @dataclass(frozen=True)
 class Other:
     """An algorithm whose steps another module runs: its :class:`Labeling` subclass, the (ndim,
@@ -217,19 +234,21 @@ OTHERS: dict[str, Other] = {}
 
 def spec(algorithm: str, multilabel: bool = False) -> Algorithm | Other:
     """The algorithm's entry in :data:`ALGORITHMS` or :data:`OTHERS` (:data:`MULTILABEL` with
-    ``multilabel``)."""
+    ``multilabel``; ``"continuous"``: :data:`CONTINUOUS`)."""
+    if algorithm == "continuous":
+        return CONTINUOUS
     if multilabel:
         return MULTILABEL[algorithm]
     return ALGORITHMS[algorithm] if algorithm in ALGORITHMS else OTHERS[algorithm]
 
 
 def make_labeling(
-    image, dtype, connectivity: int, algorithm: str, multilabel: bool = False
+    image, dtype, connectivity: int, algorithm: str, multilabel: bool = False, delta: Any = None
 ) -> Labeling:
     """One labeling with ``algorithm`` (its steps: :meth:`Labeling.steps`)."""
     if not multilabel and algorithm in OTHERS:
         return OTHERS[algorithm].labeling(image, dtype, connectivity, algorithm)
-    return Labeling(image, dtype, connectivity, algorithm, multilabel)
+    return Labeling(image, dtype, connectivity, algorithm, multilabel, delta)
 
 
 def _bool(b: bool) -> str:
@@ -259,7 +278,7 @@ def template_values(
         "IC": _bool(alg.inline),
         **dict(zip(("KX", "KY", "KZ"), map(str, SEG_TILE[ndim]), strict=True)),
         "VEC": _bool(vec),
-        **({} if value is None else {"V": VTYPE[np.dtype(value)]}),
+        **({} if value is None else {"V": CONTINUOUS_VTYPE[np.dtype(value)]}),
     }
 
 
@@ -297,8 +316,12 @@ def instantiations() -> dict[str, set[str]]:
     """Every name expression a labeling of :data:`ALGORITHMS` or :data:`MULTILABEL` can launch,
     by family: what ships compiled (:mod:`.shipped`)."""
     out: dict[str, set[str]] = {}
-    for multilabel, table in ((False, ALGORITHMS), (True, MULTILABEL)):
-        values = tuple(VTYPE) if multilabel else (None,)
+    tables = (
+        (False, ALGORITHMS, (None,)),
+        (True, MULTILABEL, tuple(VTYPE)),
+        (True, {"continuous": CONTINUOUS}, tuple(CONTINUOUS_VTYPE)),
+    )
+    for _, table, values in tables:
         for name, alg in table.items():
             for (ndim, conn), dtype, aligned, vec, value in itertools.product(
                 alg.connectivities, CTYPE, (False, True), (False, True), values
@@ -332,9 +355,18 @@ def renumber_kernels(dtype) -> dict:
 class Labeling:
     """One labeling of one image: its buffers and its steps (:meth:`steps`, so that a benchmark
     can time each). Compiles what it launches when made (once per process and device).
-    ``multilabel``: ``image`` holds unsigned values, each nonzero one a class of its own."""
+    ``multilabel``: ``image`` holds unsigned values, each nonzero one a class of its own;
+    algorithm ``"continuous"``: values that join where at most ``delta`` apart."""
 
-    def __init__(self, image, dtype, connectivity: int, algorithm: str, multilabel: bool = False):
+    def __init__(
+        self,
+        image,
+        dtype,
+        connectivity: int,
+        algorithm: str,
+        multilabel: bool = False,
+        delta: Any = None,
+    ):
         self.alg = spec(algorithm, multilabel)
         value = image.dtype if multilabel else None
         self.T = np.dtype(dtype)
@@ -346,6 +378,8 @@ class Labeling:
         Ts = self.T.type
         #: kernel arguments by name (the buffers join them in :meth:`alloc`)
         self.args = {"img": image, "dims": (Ts(D), Ts(H), Ts(W)), "N": np.uint64(self.N)}
+        if delta is not None:
+            self.args["delta"] = image.dtype.type(delta)
         # 16-bit loads of voxel pairs need even rows and an even base address
         aligned = W % 2 == 0 and image.data.ptr % 2 == 0
         # rows of whole 32-voxel words, 16-byte aligned: seg loads and stores 16 bytes at a time
@@ -483,7 +517,13 @@ def _check(image, connectivity: int, algorithm: str, multilabel: bool = False) -
             f"{algorithm} serves {image.ndim}D connectivity {' or '.join(map(str, serves))}, "
             f"not {connectivity}"
         )
-    if multilabel:
+    if algorithm == "continuous":
+        if image.dtype not in CONTINUOUS_VTYPE or not image.flags.c_contiguous:
+            raise ValueError(
+                "the continuous CUDA kernels take a C-contiguous unsigned, float32 or float64 "
+                "CuPy array"
+            )
+    elif multilabel:
         if image.dtype not in VTYPE or not image.flags.c_contiguous:
             raise ValueError("the multi-label CUDA kernels take a C-contiguous unsigned CuPy array")
     elif image.dtype != np.uint8 or not image.flags.c_contiguous:
@@ -497,9 +537,12 @@ def label_device(
     algorithm: str,
     want_first: bool = False,
     multilabel: bool = False,
+    delta: Any = None,
 ):
     """Label a C-contiguous uint8 CuPy array (nonzero is foreground): ``(labels, n[, first])``;
-    with ``multilabel``, an unsigned one whose nonzero values are each a class of their own.
+    with ``multilabel``, an unsigned one whose nonzero values are each a class of their own;
+    with algorithm ``"continuous"`` (and ``multilabel``), unsigned or float values that join
+    where at most ``delta`` (of their dtype) apart.
 
     ``dtype`` uint32 or uint64. Past :attr:`Algorithm.u32_voxels` voxels the forest needs 64-bit
     entries: a uint32 result is then computed in uint64 and narrowed (an allocation the papers
@@ -517,7 +560,7 @@ def label_device(
         return (out, 0, cp.empty(0, np.int64)) if want_first else (out, 0)
     small = n_vox <= spec(algorithm, multilabel).u32_voxels
     work = dtype if (dtype == np.uint64 or small) else np.dtype(np.uint64)
-    labeling = make_labeling(image, work, connectivity, algorithm, multilabel)
+    labeling = make_labeling(image, work, connectivity, algorithm, multilabel, delta)
     for _, step in labeling.steps():
         step()
     n = labeling.count()
