@@ -100,7 +100,7 @@ class Backend(Protocol):
         """Labels 1..n of a continuous-valued ``block`` (cc3d's ``delta``: neighbours join where
         both are nonzero and their values differ by at most ``delta``,
         :func:`tilelabel.kernels.cpu.continuous.join_rule`) and n."""
-        raise NotImplementedError(f"delta is labeled by the CPU backend only, not {self.name}")
+        ...
 
     def foreground(self, block: np.ndarray) -> Any:
         """The block's foreground (nonzero) as uint8 where the backend labels: ``label`` takes

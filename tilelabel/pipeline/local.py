@@ -86,19 +86,12 @@ class Labeler:
     ) -> tuple[Any, int, dict[str, np.ndarray], np.ndarray]:
         """``(labels, n, stats, first)``: :meth:`label_first` and each label's statistics
         (:meth:`Backend.label_stats_pass`)."""
-        be = get_backend(self.backend)
         if self.delta is not None:
             labels, n, be = self.label(block)
             return labels, n, *be.label_stats_first(labels, n, offset, intensity, moments)
-        return be.label_stats_pass(
+        return get_backend(self.backend).label_stats_pass(
             block, offset=offset, intensity=intensity, moments=moments, **self._kwargs(block)
         )
-
-    def join_values(self, faces: list[np.ndarray | None], dtype: np.dtype) -> tuple[list, Any]:
-        """With ``delta``: a chunk's face planes of values (host arrays of ``dtype``, None for
-        a closed face) as the border merge compares them, and ``delta`` in their dtype
-        (:func:`tilelabel.kernels.cpu.continuous.prepare`, voxel by voxel)."""
-        return continuous_faces(faces, dtype, self.delta)
 
 
 @dataclass
@@ -116,7 +109,7 @@ class Borders:
     #: multi-label input: each one's value (unsigned, see :meth:`Labeler.image`); None: binary
     values: np.ndarray | None = None
     #: continuous input (``delta``): the values on each face, as ``faces``
-    #: (:meth:`Labeler.join_values`), and ``delta`` in their dtype
+    #: (:func:`continuous_faces`), and ``delta`` in their dtype
     value_faces: list[np.ndarray | None] | None = None
     delta: Any = None
 
@@ -217,7 +210,7 @@ def _delta_borders(
     """:func:`_borders` of a continuous-valued chunk: its values on its open faces too."""
     borders = _borders(be, labels, first, chunk)
     faces = face_planes(block, chunk, be.to_host)
-    borders.value_faces, borders.delta = labeler.join_values(faces, block.dtype)
+    borders.value_faces, borders.delta = continuous_faces(faces, block.dtype, labeler.delta)
     return borders
 
 
@@ -356,7 +349,8 @@ def _constant_summary(
     borders = Borders(faces, ids, to_global_keys(first[ids - 1], chunk), values)
     if labeler.delta is not None:
         planes = [None if f is None else np.full(f.shape, constant) for f in faces]
-        borders.value_faces, borders.delta = labeler.join_values(planes, constant.dtype)
+        value_faces, d = continuous_faces(planes, constant.dtype, labeler.delta)
+        borders.value_faces, borders.delta = value_faces, d
     counts = _counts(n, first, chunk, borders)
     return Summary(borders, counts, None, checksum if fingerprint else None)
 

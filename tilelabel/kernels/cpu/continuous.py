@@ -59,14 +59,14 @@ _ONE = np.uint64(1)
 Signed = Literal["bits", "numbers"]
 
 
-def _distance(a, b):  # pragma: no cover - numba overload below
+def distance(a, b):  # pragma: no cover - numba overload below
     """``|a - b|`` in the values' own dtype: for unsigned integers without wrapping around (the
     larger minus the smaller), for floats NaN where either is NaN."""
     raise NotImplementedError
 
 
-@overload(_distance, jit_options={"cache": True, "nogil": True})
-def _distance_impl(a, b):
+@overload(distance, jit_options={"cache": True, "nogil": True})
+def distance_impl(a, b):
     if isinstance(a, types.Integer):
         # the larger and the smaller chosen in the values' own type, then one subtraction: this
         # form vectorizes (a subtraction chosen by a comparison does not, for integers)
@@ -82,9 +82,9 @@ def _distance_impl(a, b):
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def join_rule(a, b, d, z):
     """Whether neighbours of values ``a`` and ``b`` join: neither is the background value ``z``
-    and they are equal or differ by at most ``d`` (:func:`_distance`; a NaN joins nothing).
+    and they are equal or differ by at most ``d`` (:func:`distance`; a NaN joins nothing).
     ``a``, ``b``, ``d``, ``z`` as :func:`prepare` gives them."""
-    return (a != z) & (b != z) & ((a == b) | (_distance(a, b) <= d))
+    return (a != z) & (b != z) & ((a == b) | (distance(a, b) <= d))
 
 
 def prepare(

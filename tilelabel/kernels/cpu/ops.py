@@ -6,7 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from tilelabel.kernels.cpu.continuous import _distance
+from tilelabel.kernels.cpu.continuous import distance
 from tilelabel.sorting import unique
 
 # The kernels below take every array they fill from their caller: an array that numba
@@ -107,7 +107,7 @@ def _shifted_pairs(a, shape, framed, strides, deltas, va, vb, values, d, pos, co
             for s in range(deltas.size):
                 q = pos + deltas[s]
                 y = framed[q]
-                if y != 0 and (not values or va[i] == vb[q] or _distance(va[i], vb[q]) <= d):
+                if y != 0 and (not values or va[i] == vb[q] or distance(va[i], vb[q]) <= d):
                     p = (np.uint64(x) << np.uint64(32)) | np.uint64(y)
                     if c == 0 or out[c - 1] != p:
                         out[c] = p

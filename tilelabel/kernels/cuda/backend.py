@@ -121,14 +121,8 @@ class CUDABackend(Backend):
 
     @on_thread_stream
     def label_delta(self, block, connectivity, dtype, delta):
-        return label_device(
-            continuous_values(upload(block), delta),
-            dtype,
-            int(connectivity),
-            "continuous",
-            multilabel=True,
-            delta=_prepared_delta(block.dtype, delta),
-        )
+        values, d = continuous_values(upload(block), delta)
+        return label_device(values, dtype, int(connectivity), "continuous", True, d)
 
     @on_thread_stream
     def foreground(self, block):
@@ -238,26 +232,17 @@ class CUDABackend(Backend):
         )
 
 
-def _prepared(dtype: np.dtype, delta: float):
-    """What :func:`~tilelabel.kernels.cpu.continuous.prepare` makes of values of ``dtype``, told
-    by two probes: ``(values of 2, delta in the compared dtype)``; its errors are its own."""
-    from tilelabel.kernels.cpu.continuous import prepare
-
-    values, d, _ = prepare(np.full(1, 2 if np.dtype(dtype) != np.bool_ else 1, dtype), delta)
-    return values, d
-
-
-def _prepared_delta(dtype: np.dtype, delta: float):
-    return _prepared(dtype, delta)[1]
-
-
 def continuous_values(x, delta: float):
-    """A CuPy array's values as the continuous kernel compares them, as the CPU's ``prepare``
-    makes them: bool as 0/1, an integer's unsigned view, float16 as float32, floats as they
-    are, and 0/1 where ``delta`` joins every nonzero pair (the dtype's largest value)."""
+    """``(values, d)``: a CuPy array's values as the continuous kernel compares them and
+    ``delta`` in their dtype, as the CPU's
+    :func:`~tilelabel.kernels.cpu.continuous.prepare` makes them (told by a probe of value 2;
+    its errors are its own): bool as 0/1, an integer's unsigned view, float16 as float32,
+    floats as they are, and 0/1 where ``delta`` joins every nonzero pair."""
     import cupy as cp
 
-    probe, _ = _prepared(x.dtype, delta)
+    from tilelabel.kernels.cpu.continuous import prepare
+
+    probe, d, _ = prepare(np.full(1, 2 if x.dtype != np.bool_ else 1, x.dtype), delta)
     if x.dtype == np.bool_:
         out = x.view(np.uint8)
     elif probe[0] == 1:  # binary: every nonzero voxel joins its nonzero neighbours
@@ -268,7 +253,7 @@ def continuous_values(x, delta: float):
         out = x
     else:
         out = x.view(probe.dtype)
-    return cp.ascontiguousarray(out)
+    return cp.ascontiguousarray(out), d
 
 
 def device_memory(
