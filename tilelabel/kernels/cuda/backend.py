@@ -122,7 +122,9 @@ class CUDABackend(Backend):
     @on_thread_stream
     def label_delta(self, block, connectivity, dtype, delta):
         values, d = continuous_values(upload(block), delta)
-        return label_device(values, dtype, int(connectivity), "continuous", True, d)
+        return label_device(
+            values, dtype, int(connectivity), "continuous", multilabel=True, delta=d
+        )
 
     @on_thread_stream
     def foreground(self, block):
