@@ -150,6 +150,15 @@ class Backend(Protocol):
         dtype (``keep``: a host bool table indexed by label)."""
         ...
 
+    def contacts(
+        self, labels: Any, connectivity: int, n: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The touching pairs of distinct labels of ``labels`` (background beyond its edges)
+        under ``connectivity``: (m, 2) sorted pairs a < b and (m, ndim + 1) int64 voxel pairs
+        per class, host arrays (:func:`tilelabel.kernels.cpu.contacts.contact_classes`).
+        ``n``: the largest label, where known (a device sizes its work by it)."""
+        ...
+
     def label_stats(
         self,
         labels: Any,

@@ -93,6 +93,11 @@ class CPUBackend(Backend):
 
         return keep_values(np.asarray(values), np.asarray(labels), keep)
 
+    def contacts(self, labels, connectivity, n=None):
+        from tilelabel.kernels.cpu.contacts import contact_classes
+
+        return contact_classes(np.asarray(labels), connectivity)
+
     def label_stats(self, labels, n, offset, intensity=None, moments=False):
         from tilelabel.kernels.cpu.stats import label_stats
 

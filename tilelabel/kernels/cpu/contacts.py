@@ -45,8 +45,9 @@ so that the chunks' results sum to every pair of the volume, each once.
    open-addressing hash table of every pair; :func:`rehash` doubles the table before it is 70%
    full. Keys are packed: (a, b) in one uint64 for labels of up to 32 bits (two uint32 words
    where the counts fit in uint32), two uint64 words for 64-bit labels.
-4. :func:`_collect`: the table's keys sorted, and per key (:func:`_gather`) its pair, its count
-   and its area from the class counts.
+4. :func:`_collect`: the table's keys sorted, and per key (:func:`_gather`) its pair and its
+   counts per class (:func:`contact_classes`, which a chunked run merges), from which
+   :func:`totals` makes the count and the area.
 5. :func:`merge`: the union of several results, summed per pair (the chunks of a volume).
 
 Speed and memory: the cache (2^13 slots, 160-400 KB) stays in a core's L2 and takes nearly all
@@ -350,12 +351,10 @@ def _keys(T, nw, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather(T, nw, keys, shift, weights, flip, pairs, counts, areas, st):
-    """Per sorted key: its labels (unflipped) into ``pairs``, and from its slot of ``T`` the
-    total count into ``counts``, the face counts times ``weights`` into ``areas``. In batches
-    whose slots are loaded first, all at once, so that their cache misses overlap (as in
-    :func:`_flush`)."""
-    nf = weights.size
+def _gather(T, nw, keys, shift, flip, pairs, classes, st):
+    """Per sorted key: its labels (unflipped) into ``pairs`` and its slot's count of each class
+    into ``classes``. In batches whose slots are loaded first, all at once, so that their cache
+    misses overlap (as in :func:`_flush`)."""
     touch = np.uint64(0)
     batch = 256
     for i0 in range(0, keys.size, batch):
@@ -372,15 +371,8 @@ def _gather(T, nw, keys, shift, weights, flip, pairs, counts, areas, st):
                 h, _ = _find(T, nw, key, key ^ key, shift)
             else:
                 h, _ = _find(T, nw, key >> np.uint64(32), key & _LOW32, shift)
-            total = np.int64(0)
-            area = 0.0
             for c in range(nw, T.shape[1]):
-                v = np.int64(T[h, c])
-                total += v
-                if c - nw < nf:
-                    area += v * weights[c - nw]
-            counts[i] = total
-            areas[i] = area
+                classes[i, c - nw] = np.int64(T[h, c])
             pairs[i, 0] = (key >> np.uint64(32)) ^ flip
             pairs[i, 1] = (key & _LOW32) ^ flip
     st[2] += np.int64(touch & np.uint64(1))
@@ -393,52 +385,59 @@ def _weights(ndim: int, spacing) -> np.ndarray:
     return np.array([np.prod(np.delete(s, i)) for i in range(ndim)], np.float64)
 
 
-def _collect(
-    T: np.ndarray, nw: int, fill: int, dtype: np.dtype, flip: int, weights: np.ndarray
-) -> Result:
+def _collect(T: np.ndarray, nw: int, fill: int, dtype: np.dtype, flip: int, nd: int):
     """The filled slots of ``T`` as sorted pairs (in the labels' own values: unflipped, and for
-    signed labels their signed values), with their counts and areas.
+    signed labels their signed values) with their counts per class, (m, ``nd`` + 1) int64.
 
     A pair of labels of up to 32 bits packs into one uint64, which sorts fast (numpy's SIMD
     sort); the counts are then looked up by key, in order. 64-bit labels take a lexsort."""
-    nd = weights.size
+    ncls = T.shape[1] - nw
     if T.dtype == np.uint32 or nw == 1:
         keys = np.empty(fill, np.uint64)
         if _keys(T, nw, keys) != fill:
             raise AssertionError("the contacts table lost count of its keys")
         keys.sort()
         pairs = np.empty((fill, 2), np.uint64)
-        counts = np.empty(fill, np.int64)
-        areas = np.empty(fill, np.float64)
+        per_class = np.empty((fill, ncls), np.int64)
         st = np.zeros(3, np.int64)
-        _gather(T, nw, keys, _shift(T.shape[0]), weights, np.uint64(flip), pairs, counts, areas, st)
+        _gather(T, nw, keys, _shift(T.shape[0]), np.uint64(flip), pairs, per_class, st)
     else:
         rows = T[T[:, nw - 1] != 0]
         order = np.lexsort((rows[:, 1], rows[:, 0]))
         rows = rows[order]
         pairs = rows[:, :2] ^ np.uint64(flip)
         per_class = rows[:, nw:].astype(np.int64)
-        counts = per_class.sum(axis=1)
-        areas = per_class[:, :nd].astype(np.float64) @ weights
     if dtype.kind == "i":
         pairs = pairs.astype(f"u{dtype.itemsize}").view(dtype).astype(np.int64)
-    return np.ascontiguousarray(pairs), counts, areas
+    classes = np.zeros((fill, nd + 1), np.int64)
+    classes[:, :ncls] = per_class
+    return np.ascontiguousarray(pairs), classes
 
 
-def _empty(dtype: np.dtype) -> Result:
+def totals(classes: np.ndarray, spacing: float | Sequence[float] | None = None):
+    """``(counts, areas)`` from counts per class (:func:`contact_classes`): every voxel pair,
+    and the face contacts times the area of one face along their axis (``spacing``: one per
+    axis, or one for all; None: 1), summed in axis order."""
+    nd = classes.shape[1] - 1
+    weights = _weights(nd, spacing)
+    areas = np.zeros(len(classes), np.float64)
+    for i in range(nd):
+        areas += classes[:, i] * weights[i]
+    return classes.sum(axis=1), areas
+
+
+def _empty(dtype: np.dtype, ndim: int) -> tuple[np.ndarray, np.ndarray]:
     kind = np.int64 if dtype.kind == "i" else np.uint64
-    return np.zeros((0, 2), kind), np.zeros(0, np.int64), np.zeros(0, np.float64)
+    return np.zeros((0, 2), kind), np.zeros((0, ndim + 1), np.int64)
 
 
-def contacts_framed(
-    framed: np.ndarray, connectivity: int, spacing: float | Sequence[float] | None = None
-) -> Result:
-    """``(pairs, counts, areas)`` of the core of ``framed`` (a block with a one-voxel halo):
-    the contacts whose earlier voxel lies in the core, so that chunks add up to their volume.
+def contact_classes_framed(framed: np.ndarray, connectivity: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(pairs, classes)`` of the core of ``framed`` (a block with a one-voxel halo): the
+    contacts whose earlier voxel lies in the core, so that chunks add up to their volume.
 
     ``pairs``: (m, 2) unique label pairs a < b, sorted (uint64; int64 for signed labels);
-    ``counts``: (m,) int64 voxel pairs in contact; ``areas``: (m,) float64 face contact area
-    with ``spacing`` (one per axis, or one for all; None: 1).
+    ``classes``: (m, ndim + 1) int64 voxel pairs in contact, per class: face contacts along
+    each axis, then edges and corners together (:func:`totals` makes counts and areas).
     """
     framed = np.asarray(framed)
     ndim = framed.ndim
@@ -447,10 +446,9 @@ def contacts_framed(
     offs, cls = forward_offsets(ndim, connectivity)
     if min(framed.shape) < 2:
         raise ValueError(f"a framed block has at least 2 voxels per axis, got {framed.shape}")
-    weights = _weights(ndim, spacing)
     dtype = framed.dtype
     if min(framed.shape) == 2:  # no core
-        return _empty(dtype)
+        return _empty(dtype, ndim)
     if not dtype.isnative:
         framed = framed.astype(dtype.newbyteorder("="))
     view = np.ascontiguousarray(framed).view(f"u{dtype.itemsize}")
@@ -462,7 +460,27 @@ def contacts_framed(
         z0, z1 = 1, view.shape[0] - 1
     flip = (1 << (8 * dtype.itemsize - 1)) if dtype.kind == "i" else 0
     T, nw, fill = _count(view, z0, z1, offs, cls, flip)
-    return _collect(T, nw, fill, dtype, flip, weights)
+    return _collect(T, nw, fill, dtype, flip, ndim)
+
+
+def contacts_framed(
+    framed: np.ndarray, connectivity: int, spacing: float | Sequence[float] | None = None
+) -> Result:
+    """``(pairs, counts, areas)`` of the core of ``framed`` (:func:`contact_classes_framed`):
+    ``counts``: (m,) int64 voxel pairs in contact; ``areas``: (m,) float64 face contact area
+    with ``spacing`` (one per axis, or one for all; None: 1).
+    """
+    pairs, classes = contact_classes_framed(framed, connectivity)
+    return (pairs, *totals(classes, spacing))
+
+
+def contact_classes(labels: np.ndarray, connectivity: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`contact_classes_framed` of a whole image, background beyond it: the contacts
+    of a chunk among its own labels."""
+    labels = np.asarray(labels)
+    if labels.size == 0:
+        return _empty(labels.dtype, labels.ndim)
+    return contact_classes_framed(frame(labels), connectivity)
 
 
 def contacts(
@@ -480,7 +498,8 @@ def contacts(
         raise ValueError(f"labels must be of an integer or bool dtype, got {labels.dtype}")
     forward_offsets(labels.ndim, connectivity)  # checks ndim and connectivity
     if labels.size == 0:
-        return _empty(labels.dtype)
+        pairs, classes = _empty(labels.dtype, labels.ndim)
+        return (pairs, *totals(classes, spacing))
     return contacts_framed(frame(labels, wrap), connectivity, spacing)
 
 
@@ -489,7 +508,7 @@ def merge(parts: Iterable[Result]) -> Result:
     pair: the chunks of one volume add up to the volume's result."""
     parts = list(parts)
     if not parts:
-        return _empty(np.dtype(np.uint64))
+        return np.zeros((0, 2), np.uint64), np.zeros(0, np.int64), np.zeros(0, np.float64)
     pairs = np.concatenate([p[0] for p in parts]).reshape(-1, 2)
     counts = np.concatenate([p[1] for p in parts]).astype(np.int64)
     areas = np.concatenate([p[2] for p in parts]).astype(np.float64)
