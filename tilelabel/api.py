@@ -252,6 +252,8 @@ class RunOptions(TypedDict, total=False):
     workers: int | None
     cluster: Mapping[str, Any] | None
     storage_options: Mapping[str, Any] | None
+    contacts: str | None
+    contacts_connectivity: int | None
     intensity: str | None
     spacing: Sequence[float] | None
     min_size: int | None

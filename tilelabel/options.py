@@ -263,6 +263,27 @@ class Options:
         check=_stats,
         flags=[flag("--stats", metavar="PATH")],
     )
+    contacts: str | None = option(
+        None,
+        "the region graph: every pair of touching output labels with its voxel pairs in "
+        "contact and its face area, written as Parquet to PATH",
+        doc="cc3d's ``contacts`` of the output labels, computed in the labeling pass and "
+        "merged across chunk borders: columns ``label_a < label_b``, with multi-label input "
+        "``value_a`` and ``value_b`` (their source values), ``count`` (touching voxel pairs "
+        "under ``contacts_connectivity``) and ``area`` (face contacts, a face weighing the "
+        "product of the other axes' ``spacing``). Each piece of rows sorted by pair.",
+        check=v.text("a path or URL for the region graph (.parquet)"),
+        flags=[flag("--contacts", metavar="PATH")],
+    )
+    contacts_connectivity: int | None = option(
+        None,
+        "which neighbours touch in the region graph: 4/8 (2D), 6/18/26 (3D); default: the "
+        "labeling's with --multilabel, else full",
+        doc="Components of a binary input touch only through neighbours the labeling does not "
+        "join: label with ``connectivity=6`` and take the graph at 18 or 26.",
+        check=v.positive_int,
+        flags=[flag("--contacts-connectivity", type=int, metavar="C")],
+    )
     intensity: str | None = option(
         None,
         "zarr array of the input's shape: intensity sum, mean, min and max in the statistics",
@@ -272,7 +293,7 @@ class Options:
     spacing: tuple[float, ...] | None = option(
         None,
         "physical size of a voxel along each axis, for the statistics' area, centroids, boxes "
-        "and moments (default: an OME-Zarr input's scale, else 1)",
+        "and moments and the region graph's areas (default: an OME-Zarr input's scale, else 1)",
         doc="As scikit-image's ``regionprops_table(spacing=...)``: ``area``, ``centroid-*``, the "
         "inertia tensor, its eigenvalues and the axis lengths are physical; ``bbox-*`` stays in "
         "voxels and ``bbox_scaled-*`` is the box in physical units.",

@@ -22,6 +22,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from tilelabel.chunking import ChunkPlan, forward_steps
 from tilelabel.pipeline import borders, kept, numbering, tree
+from tilelabel.pipeline import contacts as contacts_mod
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.local import Labeler, summary_task
 
@@ -30,7 +31,7 @@ Index = tuple[int, ...]
 
 
 #: tasks per chunk, at most: its steps', its share of the merge tree's and its write (about 26,
-#: 34 with statistics, counted on grids of 4^3 to 16^3 chunks)
+#: 34 with statistics, 6 more with the region graph, counted on grids of 4^3 to 16^3 chunks)
 TASKS_PER_CHUNK = 40
 
 
@@ -81,7 +82,8 @@ class MergeGraph:
     plan: ChunkPlan
     graph: HighLevelGraph
     token: str
-    #: per chunk index, the keys of its borders, its counts and (with statistics) its stats
+    #: per chunk index, the keys of its borders, its counts, (with statistics) its stats and
+    #: (with the region graph) its own contacts
     summary_keys: dict[Index, tuple[Key, ...]]
     #: per chunk index, the key of its lookup table's spec
     spec_keys: dict[Index, Key]
@@ -95,6 +97,8 @@ class MergeGraph:
     slots: dict[Index, kept.Slot | None] = field(default_factory=dict)
     #: with fingerprints: the key of every chunk's checksum, in raster order (:func:`checksums`)
     prints_key: Key | None = None
+    #: with the region graph: the keys of its complete rows, the chunks' then the tree's
+    contacts_keys: list[Key] = field(default_factory=list)
 
     def key(self, name: str, index: tuple[int, ...] = ()) -> Key:
         """The key of task ``name`` (see :func:`task_key`)."""
@@ -122,6 +126,7 @@ def build(
     keep_budget: int = 0,
     keep_input_budget: int = 0,
     fingerprints: bool = False,
+    contacts: contacts_mod.ContactsOptions | None = None,
 ) -> MergeGraph:
     """From chunk blocks to per-chunk lookup specs and the component count.
 
@@ -130,6 +135,7 @@ def build(
     ``keep_budget``, ``keep_input_budget``: bytes of labels, and of bit-packed input, per
     worker that the labeling pass may keep for the writing pass (:mod:`tilelabel.pipeline.kept`).
     ``fingerprints``: the checksum of every chunk's input as read (``prints_key``).
+    ``contacts`` (None: none): the region graph's rows (``contacts_keys``).
     """
     t = Tasks(source.token or uuid.uuid4().hex)
     keeping = keep_budget > 0 or keep_input_budget > 0
@@ -137,7 +143,8 @@ def build(
         idx: kept.Slot(t.token, idx, keep_budget, keep_input_budget) if keeping else None
         for idx in plan.indices()
     }
-    _label_stage(t, plan, source, labeler, stats, intensity, slots, fingerprints)  # step 2
+    graph_conn = None if contacts is None else contacts.connectivity
+    _label_stage(t, plan, source, labeler, stats, intensity, slots, fingerprints, graph_conn)
     _pair_stage(t, plan, labeler.connectivity)  # step 3
     merge_tree = tree.Tree(plan.grid, plan.wrap, plan.stored)
     _resolve_stage(t, merge_tree, plan)  # step 4
@@ -146,11 +153,13 @@ def build(
     _spec_stage(t, merge_tree, plan, offsets, drop, reorder)
     if stats is not None and stats.table:
         _table_stage(t, plan, stats.spacing)
+    contact_rows = _contacts_stage(t, merge_tree, plan, contacts, reorder) if contacts else []
     prints = _prints_stage(t, plan) if fingerprints else None
     deps = list(source.dependencies) + (list(intensity.dependencies) if intensity else [])
     graph = HighLevelGraph.from_collections(count_name, t.dsk, dependencies=deps)
     idxs = list(plan.indices())
     parts = ("borders", "counts", *(("stats",) if stats is not None else ()))
+    parts += ("lcontacts",) if contacts is not None else ()
     return MergeGraph(
         plan=plan,
         graph=graph,
@@ -162,14 +171,16 @@ def build(
         table_keys={i: t.key("table", i) for i in idxs} if stats and stats.table else {},
         slots=slots,
         prints_key=prints,
+        contacts_keys=contact_rows,
     )
 
 
-def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots, prints) -> None:
-    """Each chunk's summary (:func:`local.summarize`), and its parts as tasks of their own."""
+def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots, prints, graph) -> None:
+    """Each chunk's summary (:func:`local.summarize`), and its parts as tasks of their own
+    (``graph``: the region graph's connectivity, None: none)."""
     for idx in plan.indices():
-        # a chunk all of a nonzero fill value is read only for statistics
-        constant = None if stats is not None else plan.constant(idx)
+        # a chunk all of a nonzero fill value is read only for statistics or the graph
+        constant = None if stats is not None or graph else plan.constant(idx)
         inputs = [source.block(idx) if constant is None else None]
         inputs += [intensity.block(idx)] if intensity is not None else []
         slot = slots[idx]
@@ -186,6 +197,7 @@ def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots, print
             keep=None if slot is None else functools.partial(kept.put, slot),
             fingerprint=prints,
             **({} if constant is None else {"constant": constant}),
+            **({} if graph is None else {"contacts": graph}),
         )
         t.add("borders", idx, operator.attrgetter("borders"), summary)
         counts = t.add("counts", idx, operator.attrgetter("counts"), summary)
@@ -193,6 +205,8 @@ def _label_stage(t: Tasks, plan, source, labeler, stats, intensity, slots, print
         if stats is not None:
             rows = t.add("stats", idx, operator.attrgetter("stats"), summary)
             t.add("bstats", idx, stats_mod.border_rows, rows, counts)
+        if graph is not None:
+            t.add("lcontacts", idx, operator.attrgetter("contacts"), summary)
 
 
 def checksums(prints: list[int], *, at: np.ndarray) -> np.ndarray:
@@ -442,6 +456,53 @@ def _spec_stage(
         if reorder is not None:
             spec = (numbering.reordered, spec, reorder)
         t.dsk[t.key("spec", idx)] = spec
+
+
+def _contacts_stage(
+    t: Tasks, merge_tree, plan: ChunkPlan, opts: contacts_mod.ContactsOptions, reorder
+) -> list[Key]:
+    """The region graph's rows: each chunk's own and across its forward borders, summed up the
+    merge tree (:mod:`tilelabel.pipeline.contacts`). Returns the keys of the complete rows'
+    columns, the chunks' (raster order) then the nodes' (level by level up)."""
+    steps = forward_steps(plan.ndim)
+    given = [] if reorder is None else [reorder]
+    settings = {"spacing": opts.spacing, "value_dtype": opts.value_dtype}
+    rows, leaves = [], {}
+    for idx in plan.indices():
+        nbs = [(i, nb) for i, s in enumerate(steps) if (nb := plan.neighbour(idx, s)) is not None]
+        key = t.add(
+            "cleaf",
+            idx,
+            contacts_mod.leaf,
+            t.key("lcontacts", idx),
+            t.key("spec", idx),
+            t.key("borders", idx),
+            [t.key("contact", (*nb, i)) for i, nb in nbs],
+            [t.key("bfinals", nb) for _, nb in nbs],
+            ordinal=plan.ordinal(idx),
+            ordinals=[plan.ordinal(nb) for _, nb in nbs],
+            steps=[steps[i] for i, _ in nbs],
+            connectivity=opts.connectivity,
+            ndim=plan.ndim,
+        )
+        done = t.add("cleaf_done", idx, operator.itemgetter(0), key)
+        rows.append(t.add("ccols", idx, contacts_mod.columns, done, *given, **settings))
+        leaves[idx] = t.add("cleaf_part", idx, operator.itemgetter(1), key)
+
+    def up(lev, node, kids):
+        lo, hi = merge_tree.box(lev, node)
+        top = lev == merge_tree.depth
+        exported = None if top else t.key("finals_scatter_given", (lev, *node))
+        return task(contacts_mod.up, kids, exported, lo=lo, hi=hi, grid=merge_tree.grid)
+
+    _up_the_tree(t, merge_tree, "cup", leaves, up)
+    for lev in range(1, merge_tree.depth + 1):
+        for node in merge_tree.nodes(lev):
+            done = t.key("cup_held", (lev, *node))
+            rows.append(
+                t.add("ccols", (lev, *node), contacts_mod.columns, done, *given, **settings)
+            )
+    return rows
 
 
 def _table_stage(t: Tasks, plan: ChunkPlan, spacing: tuple[float, ...] | None) -> None:

@@ -112,3 +112,36 @@ def regionprops_dask(
     pieces = dask.compute(*(graph.delayed(graph.table_keys[i]) for i in plan.indices()))
     names = stats_mod.columns(x.ndim, intensity is not None, opts.spacing, labeler.by_value)
     return stats_mod.to_frame(stats_mod.concat(pieces, names))
+
+
+def contacts_dask(
+    x: da.Array,
+    *,
+    labeler: Labeler,
+    connectivity: int,
+    spacing: tuple[float, ...] | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    largest_k: int | None = None,
+    order: str = "raster",
+    wrap: tuple[int, ...] = (),
+):
+    """The region graph of the labeling of ``x`` (computed now, a pandas DataFrame sorted by
+    pair; :mod:`tilelabel.pipeline.contacts`)."""
+    import dask
+
+    from tilelabel.pipeline import contacts as contacts_mod
+
+    plan = _plan(x, wrap)
+    opts = stats_mod.options(
+        min_size=min_size, max_size=max_size, largest_k=largest_k, order=order, chunked=True
+    )
+    value_dtype = x.dtype.str if labeler.by_value else None
+    graph_opts = contacts_mod.ContactsOptions(connectivity, spacing, value_dtype)
+    token = f"{x.name}-contacts-{graph_opts}-{min_size}-{max_size}-{largest_k}-{order}-{wrap}"
+    token += f"-{labeler}"
+    graph = graph_mod.build(
+        source=_source(x, token), plan=plan, labeler=labeler, stats=opts, contacts=graph_opts
+    )
+    pieces = dask.compute(*(graph.delayed(k) for k in graph.contacts_keys))
+    return contacts_mod.to_frame(pieces, contacts_mod.names(value_dtype is not None))

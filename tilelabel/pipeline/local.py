@@ -135,6 +135,10 @@ class Summary:
     stats: dict[str, np.ndarray] | None = None
     #: the checksum of the block's bytes (:meth:`Backend.fingerprint`), where asked for
     fingerprint: int | None = None
+    #: with the region graph: the contacts among the chunk's own labels, (m, 2) int64 local
+    #: ids, their voxel pairs per class and, with multi-label input, their values
+    #: (:mod:`tilelabel.pipeline.contacts`)
+    contacts: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
 
 
 def sizeof_fields(obj: object) -> int:
@@ -294,6 +298,7 @@ def summarize(
     keep: Callable[..., object] | None = None,
     fingerprint: bool = False,
     constant: np.generic | None = None,
+    contacts: int | None = None,
 ) -> Summary:
     """Label one chunk and return what the merge and the numbering need from it.
 
@@ -303,7 +308,8 @@ def summarize(
     and a function that packs its foreground to bits, for the writing pass to reuse either.
     With ``fingerprint``, the checksum of the block as read (a resumed run compares it).
     ``constant``: the chunk holds no stored data and is all this value (``block`` is then
-    unused, and without statistics it is labeled as :func:`constant_block`).
+    unused, and without statistics it is labeled as :func:`constant_block`). ``contacts``:
+    the region graph's connectivity (:attr:`Summary.contacts`; None: no graph).
     """
     if constant is not None and not stats:
         return _constant_summary(chunk, labeler, constant, fingerprint)
@@ -327,6 +333,12 @@ def summarize(
     if keep is not None:  # bits would lose a multi-label block's values: only labels are kept
         keep(labels, n, None if labeler.multilabel else functools.partial(be.pack, fg))
     values = fg if labeler.by_value else None  # the border labels' values come from it
+    graph = None
+    if contacts is not None:
+        pairs, classes = be.contacts(labels, contacts, n)
+        pairs = pairs.astype(np.int64, copy=False)
+        at = None if values is None else first[pairs.reshape(-1) - 1]
+        graph = (pairs, classes, None if at is None else value_at(be, values, at).reshape(-1, 2))
     if keys:
         table["key"] = to_global_keys(first, chunk)[:, None]
     if labeler.delta is not None:
@@ -334,7 +346,7 @@ def summarize(
     else:
         borders = _borders(be, labels, first, chunk, values)
     del labels, values, fg
-    return Summary(borders, _counts(n, first, chunk, borders), table, checksum)
+    return Summary(borders, _counts(n, first, chunk, borders), table, checksum, graph)
 
 
 def _constant_summary(
@@ -378,6 +390,7 @@ def summary_task(
     keep: Callable[..., object] | None = None,
     fingerprint: bool = False,
     constant: np.generic | None = None,
+    contacts: int | None = None,
 ) -> Summary:
     """The labeling pass's task: ``block`` and ``intensity`` are blocks or readers of them
     (:func:`materialize`); with ``constant``, no block is read unless statistics need one."""
@@ -395,4 +408,5 @@ def summary_task(
         keep=keep,
         fingerprint=fingerprint,
         constant=constant,
+        contacts=contacts,
     )

@@ -328,12 +328,12 @@ def check_table(
     overwrite: bool,
     storage_options: dict | None = None,
     resuming: bool = False,
+    name: str = "statistics table",
 ) -> None:
-    """Refuse, before any work, a statistics table path that is, holds or lies inside one of
-    ``inputs`` (the input, the intensity image, the labels output), that is a directory, that
-    exists without ``overwrite`` (``resuming``: the file is not the table of the labels
-    resumed, nor one their run may replace), or where a file cannot be written."""
-    name = "statistics table"
+    """Refuse, before any work, a table path (``name``: which table) that is, holds or lies
+    inside one of ``inputs`` (the input, the intensity image, the labels output), that is a
+    directory, that exists without ``overwrite`` (``resuming``: the file is not the table of
+    the labels resumed, nor one their run may replace), or where a file cannot be written."""
     _refuse_nesting(url, inputs, name)
     fs, path = places.filesystem(url, storage_options)
     if fs.isdir(path):

@@ -186,6 +186,7 @@ class ThreadExecutor:
         counts = [want(graph.summary_keys[i][1]) for i in idxs]
         tables = [want(graph.table_keys[i]) for i in idxs if graph.table_keys]
         specs = [want(graph.spec_keys[i]) for i in idxs]
+        contacts = [want(key) for key in graph.contacts_keys]
         count = want(graph.count_key)
         prints = None if graph.prints_key is None else want(graph.prints_key)
 
@@ -214,7 +215,9 @@ class ThreadExecutor:
         thread = threading.Thread(target=compute, name="tilelabel-graph", daemon=True)
         thread.start()
         self.graphs.append(thread)
-        return Submitted(counts=counts, specs=specs, tables=tables, count=count, prints=prints)
+        return Submitted(
+            counts=counts, specs=specs, tables=tables, count=count, prints=prints, contacts=contacts
+        )
 
     def keepers(self, graph: MergeGraph) -> dict[Index, str]:
         return {}  # what this process keeps, its writes find
@@ -333,9 +336,12 @@ class DaskExecutor:
             specs = [delayed(graph.spec_keys[i]) for i in idxs]
             count = delayed(graph.count_key)
             prints = [] if graph.prints_key is None else [delayed(graph.prints_key)]
+            rows = [delayed(key) for key in graph.contacts_keys]
             *futures, count = client.compute(
-                [*tables, *specs, *prints, count], optimize_graph=False
+                [*tables, *specs, *prints, *rows, count], optimize_graph=False
             )
+            contacts = futures[len(futures) - len(rows) :]
+            del futures[len(futures) - len(rows) :]
             prints = futures.pop() if prints else None
         except BaseException:
             placement.unplace_specs(client, plugin)
@@ -355,6 +361,7 @@ class DaskExecutor:
             tables=futures[: len(tables)],
             count=count,
             prints=prints,
+            contacts=contacts,
         )
 
     def keepers(self, graph: MergeGraph) -> dict[Index, str]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tilelabel.pipeline import contacts as contacts_mod
 from tilelabel.pipeline import stats as stats_mod
 from tilelabel.pipeline.graph import MergeGraph
 from tilelabel.storage import Created
@@ -27,7 +28,7 @@ def start_table(run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted)
     that it gathers and writes the table while the labels are written (None: no table)."""
     if not submitted.tables:
         return None
-    return tables.Collector(
+    return tables.statistics(
         ex.gather,
         ex.cancel,
         submitted.tables,
@@ -44,6 +45,17 @@ def start_table(run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted)
     )
 
 
+def start_graph(run: Run, ex: Executor, submitted: Submitted):
+    """The region graph's :class:`~.tables.Collector`, started beside the statistics table's
+    (None: no graph, or labels complete already that have theirs)."""
+    if not submitted.contacts:
+        return None
+    names = contacts_mod.names(run.contacts.value_dtype is not None)
+    return tables.region_graph(
+        ex.gather, ex.cancel, submitted.contacts, names, run.options.contacts
+    )
+
+
 def finish(
     run: Run,
     ex: Executor,
@@ -52,11 +64,14 @@ def finish(
     created: Created,
     count: int,
     collector: tables.Collector | None = None,
+    graph_rows: tables.Collector | None = None,
 ) -> Result:
-    """Wait for the statistics table if one is asked for (its Parquet file moved into place,
-    or the frame returned), then mark the output complete and publish it: an output marked
-    complete has its table."""
+    """Wait for the statistics table and the region graph where they are asked for (their
+    Parquet files moved into place, or the frame returned), then mark the output complete and
+    publish it: an output marked complete has its table and graph."""
     table = None if collector is None else collector.result()
+    if graph_rows is not None:
+        graph_rows.result()
     prints = None if submitted.prints is None else ex.result(submitted.prints)
     attrs = attributes(run, count, graph.plan, prints)
     attrs["tilelabel"]["complete"] = True

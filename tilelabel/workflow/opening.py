@@ -25,6 +25,7 @@ from tilelabel.dtypes import check_values
 from tilelabel.kernels.backends import cuda_available, resolve_backend
 from tilelabel.options import Options
 from tilelabel.pipeline import stats as stats_mod
+from tilelabel.pipeline.contacts import ContactsOptions
 from tilelabel.pipeline.local import Labeler
 from tilelabel.resources import Workload, for_backend
 from tilelabel.storage import (
@@ -56,8 +57,11 @@ def open_run(
 ) -> Run:
     """The checked :class:`~.state.Run` of ``options`` (see the module's docstring)."""
     o, started = options, time.perf_counter()
-    if o.spacing is not None and not o.stats:
-        raise ValueError("a spacing is only used by the statistics table; ask for one (--stats)")
+    if o.spacing is not None and not o.stats and o.contacts is None:
+        raise ValueError(
+            "a spacing is only used by the statistics table and the region graph; ask for one "
+            "(--stats, --contacts)"
+        )
     if o.cluster is not None and o.cluster["kind"] == "slurm-runner":
         from tilelabel.cluster import jobqueue
 
@@ -86,6 +90,7 @@ def open_run(
         o = continuous(o)
     elif o.multilabel:
         check_values(volume.array.dtype)
+    graph = region_graph(o, ndim, connectivity, o.spacing or volume.spacing, volume.array.dtype)
     wrap = periodic.axes(ndim, o.wrap_axes)
     at = where(o, client)
     # on workers the run does not start, "auto" is theirs to settle (settle_backend)
@@ -106,16 +111,7 @@ def open_run(
         resume=o.resume,
         inputs=inputs,
     )
-    if o.table is not None:  # a table to write: an output of the run too
-        record = output.record or {}
-        ours = record.get("table") == normalize_url(o.table)  # the table of these labels
-        if output.mode == "done" and not (ours and _exists(o.table, o.storage_options)):
-            output.mode = "table"  # complete labels without their table: the run writes it
-        if output.mode != "done":
-            inputs["labels output"] = output.url
-            # a resume may replace what the run it finishes was told to replace
-            replace = o.overwrite or o.force or (ours and bool(record.get("replace_table")))
-            check_table(o.table, inputs, replace, o.storage_options, resuming=o.resume)
+    check_tables(o, output, inputs, graph)
     intensity = None
     if o.intensity is not None:
         if tuple(open_input(o.intensity, o.storage_options).shape) != volume.shape:
@@ -138,6 +134,7 @@ def open_run(
         # a bad chunk size is refused here, before a cluster starts
         workload=Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize, nstored),
         stats=stats,
+        contacts=graph,
         intensity=intensity,
         wrap=wrap,
         stored=stored,
@@ -150,6 +147,72 @@ def open_run(
         workload = Workload.of(volume.shape, volume.storage_chunks, o.chunks, itemsize, nstored)
         run = dataclasses.replace(run, options=o, workload=workload)
     return run
+
+
+def region_graph(
+    o: Options, ndim: int, connectivity: int, spacing, dtype: np.dtype
+) -> ContactsOptions | None:
+    """The region graph's options (None: none asked for), refused where it has no meaning."""
+    if o.contacts is None:
+        if o.contacts_connectivity is not None:
+            raise ValueError(
+                "contacts_connectivity goes with contacts: --contacts-connectivity C with "
+                "--contacts PATH"
+            )
+        return None
+    if ndim not in (2, 3):
+        raise ValueError(f"the region graph is of 2D and 3D volumes, not {ndim}D")
+    if o.dust is not None:
+        raise ValueError("dust writes the input's values, not labels: no region graph with it")
+    full = 3**ndim - 1
+    given = o.contacts_connectivity
+    conn = conn_mod.normalize(ndim, given) if given is not None else None
+    if conn is None:
+        conn = connectivity if o.multilabel else full
+    if not o.multilabel and conn <= connectivity:
+        raise ValueError(
+            f"the components of a binary input never touch under connectivity {conn}, which "
+            f"joins them; label at a smaller one than the graph's (e.g. --connectivity "
+            f"{2 * ndim} --contacts-connectivity {full})"
+        )
+    if spacing is not None:
+        spacing = tuple(float(s) for s in spacing)
+        if len(spacing) != ndim:
+            raise ValueError(f"spacing {spacing} has {len(spacing)} values for {ndim} axes")
+    by_value = o.multilabel and o.delta is None
+    return ContactsOptions(conn, spacing, dtype.str if by_value else None)
+
+
+def check_tables(o: Options, output, inputs: dict[str, str], graph) -> None:
+    """The statistics table and the region graph, outputs of the run too: refused before any
+    work where they clash with its other places or cannot be written. Complete labels without
+    one of them (``done``) become ``table``: the run writes them and leaves the labels."""
+    record = output.record or {}
+    files = [(o.table, "table", "statistics table", None)]
+    files += [(o.contacts, "contacts", "region graph", graph and graph.connectivity)]
+    ours, exists = {}, {}
+    for url, key, _, conn in files:
+        if url is None:
+            continue
+        # the file of these labels: where their run wrote it, and with the same connectivity
+        ours[key] = record.get(key) == normalize_url(url) and (
+            conn is None or record.get("contacts_connectivity") == conn
+        )
+        exists[key] = _exists(url, o.storage_options)
+        if output.mode == "done" and not (ours[key] and exists[key]):
+            output.mode = "table"  # complete labels without their table: the run writes it
+    if output.mode == "done":
+        return
+    inputs["labels output"] = output.url
+    for url, key, name, _ in files:
+        if url is None:
+            continue
+        # a resume may replace what the run it finishes was told to replace, and the labels'
+        # own file where it writes the other one
+        mine = bool(record.get(f"replace_{key}")) or (output.mode == "table" and exists[key])
+        replace = o.overwrite or o.force or (ours[key] and mine)
+        check_table(url, inputs, replace, o.storage_options, resuming=o.resume, name=name)
+        inputs[name] = normalize_url(url)
 
 
 def dusting(o: Options) -> Options:

@@ -72,6 +72,7 @@ def build_graph(run: Run, run_plan: RunPlan) -> graph_mod.MergeGraph:
         keep_budget=run_plan.label_budget,
         keep_input_budget=run_plan.input_budget,
         fingerprints=True,  # a resumed run proves its input unchanged (:mod:`.writing`)
+        contacts=run.contacts,
     )
 
 

@@ -21,7 +21,7 @@ from tilelabel.pipeline import kept
 from tilelabel.pipeline.graph import MergeGraph
 from tilelabel.workflow import heap
 from tilelabel.workflow.executors import Executor, open_executor
-from tilelabel.workflow.finishing import complete_already, finish, start_table
+from tilelabel.workflow.finishing import complete_already, finish, start_graph, start_table
 from tilelabel.workflow.labeling import label
 from tilelabel.workflow.merging import merge
 from tilelabel.workflow.opening import open_run, settle_backend
@@ -63,9 +63,10 @@ def label_zarr(
                 with cancelled_on_failure(ex, submitted):
                     count, keepers = merge(run, ex, graph, submitted)  # 3-5. merge, number
                     table = start_table(run, ex, graph, submitted)  # gathered while writing
-                    with abandoned_on_failure(table):
+                    graph_rows = start_graph(run, ex, submitted)
+                    with abandoned_on_failure(table, graph_rows):
                         created = write(run, ex, graph, submitted, run_plan, count, keepers)  # 6
-            result = finish(run, ex, graph, submitted, created, count, table)  # 7. finish
+            result = finish(run, ex, graph, submitted, created, count, table, graph_rows)  # 7
     except Terminated:
         leave(run)
         raise
@@ -106,13 +107,14 @@ def cancelled_on_failure(ex: Executor, submitted: Submitted) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def abandoned_on_failure(table: Collector | None) -> Iterator[None]:
-    """Where the writing pass fails, the statistics table being written goes with it."""
+def abandoned_on_failure(*tables: Collector | None) -> Iterator[None]:
+    """Where the writing pass fails, the tables being written go with it."""
     try:
         yield
     except BaseException:
-        if table is not None:
-            table.abandon()
+        for table in tables:
+            if table is not None:
+                table.abandon()
         raise
 
 

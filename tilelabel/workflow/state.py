@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from tilelabel.chunking import ChunkPlan
     from tilelabel.options import Options
+    from tilelabel.pipeline.contacts import ContactsOptions
     from tilelabel.pipeline.local import Labeler
     from tilelabel.pipeline.stats import StatsOptions
     from tilelabel.resources import Resources, Workload
@@ -61,6 +62,8 @@ class Run:
     workload: Workload
     #: statistics and size filter (None: labels only)
     stats: StatsOptions | None = None
+    #: the region graph (None: none)
+    contacts: ContactsOptions | None = None
     #: the intensity image's reader (statistics)
     intensity: ZarrSource | None = None
     #: the wrapped axes (periodic boundaries, :mod:`tilelabel.periodic`)
@@ -97,11 +100,14 @@ class Submitted:
     summaries: list[Any] = field(default_factory=list)
     #: every chunk's checksum, one array (None: not asked for)
     prints: Any = None
+    #: with the region graph: its complete rows, task by task
+    contacts: list[Any] = field(default_factory=list)
 
     def futures(self) -> list[Any]:
         """Every future of the graph the run still holds."""
         extra = [] if self.prints is None else [self.prints]
-        return [*self.summaries, *self.counts, *self.specs, *self.tables, self.count, *extra]
+        return [*self.summaries, *self.counts, *self.specs, *self.tables, *self.contacts,
+                self.count, *extra]  # fmt: skip
 
 
 @dataclass
@@ -174,6 +180,13 @@ def attributes(
         meta["table"] = normalize_url(table)
         if run.options.overwrite or run.options.force:
             meta["replace_table"] = True
+    if run.contacts is not None:  # the region graph, which a resume may replace likewise
+        from tilelabel.storage import normalize_url
+
+        meta["contacts"] = normalize_url(run.options.contacts)
+        meta["contacts_connectivity"] = run.contacts.connectivity
+        if run.options.overwrite or run.options.force:
+            meta["replace_contacts"] = True
     if run.stats is not None:  # what changes the labels, where it is not the default
         kept = {
             "min_size": run.stats.min_size,

@@ -1,11 +1,12 @@
-"""The statistics table of a run, collected from its chunks one slab at a time while the labels
-are written and written to Parquet by a streaming writer, so that the client holds one slab's
-rows (plus the frame, where one is asked for)."""
+"""The tables of a run (the statistics, the region graph), collected from their tasks a group at
+a time while the labels are written and written to Parquet by a streaming writer, so that the
+client holds one group's rows (plus the frame, where one is asked for)."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -31,16 +32,16 @@ def _arrow(values: np.ndarray, kind):
 
 class ParquetSink:
     """Writes the table to Parquet piece by piece (row groups of at most :data:`ROW_GROUP`), to
-    a local path or any fsspec URL."""
+    a local path or any fsspec URL. ``empty``: the columns, empty, of their dtypes; a column
+    named ``value...`` takes the dtype of the first rows written (the source's)."""
 
-    def __init__(self, path: str, names: list[str], metadata: dict[str, str] | None = None):
+    def __init__(self, path: str, empty: dict[str, np.ndarray], metadata: dict | None = None):
         import pyarrow as pa
 
         self.path = path
         self._fs, where = filesystem(path)
         self._at, self._partial = where, partial_path(where)
         self._file = None
-        empty = empty_columns(names)
         self.schema = pa.schema(
             [pa.field(c, pa.from_numpy_dtype(v.dtype)) for c, v in empty.items()],
             metadata=metadata,
@@ -51,13 +52,14 @@ class ParquetSink:
     def write(self, cols: dict[str, np.ndarray]) -> None:
         import pyarrow as pa
 
-        n = len(cols["label"])
+        n = len(cols[self.schema.names[0]])
         if not n:  # nothing to write; close() makes a table of no rows
             return
         if self._writer is None:
-            if "value" in cols:  # the source's own dtype: uint64 ids do not all fit int64
-                field = pa.field("value", pa.from_numpy_dtype(cols["value"].dtype))
-                self.schema = self.schema.set(self.schema.get_field_index("value"), field)
+            for name in self.schema.names:  # the source's own dtype: uint64 ids exceed int64
+                if name.startswith("value"):
+                    field = pa.field(name, pa.from_numpy_dtype(cols[name].dtype))
+                    self.schema = self.schema.set(self.schema.get_field_index(name), field)
             self._open()
         for a in range(0, n, ROW_GROUP):
             arrays = [_arrow(cols[f.name][a : a + ROW_GROUP], f.type) for f in self.schema]
@@ -90,28 +92,29 @@ class ParquetSink:
 
 
 class Collector:
-    """The chunk tables gathered one slab (first grid axis) at a time, in label order, by a
-    thread of its own while the labels are written (``gather``: the run's executor's, which
-    fetches and lets go of a slab's futures; ``cancel``: its cancel, for a run that fails);
-    :meth:`result` then waits for it.
+    """A table's pieces gathered a group of futures at a time, in order, by a thread of its own
+    while the labels are written (``gather``: the run's executor's, which fetches and lets go
+    of a group's futures; ``cancel``: its cancel, for a run that fails); :meth:`result` then
+    waits for it. ``join`` makes one group's pieces one piece of columns.
 
-    Writes them to Parquet at ``path`` (if given), under its partial name until :meth:`result`
-    moves it into place, so that a table is whole only beside complete labels; returns the
-    whole table as a DataFrame (if ``frame``). In ``raster`` order every label rooted in an
-    earlier slab is smaller than every label rooted in a later one, so concatenating sorted
-    slabs gives the sorted table while the client holds one slab's rows (plus the frame, when
-    one is asked for). Numbered by size (``largest_k`` rows at most), they are gathered at once.
+    Writes them with ``sink`` (if given), under its partial name until :meth:`result` moves it
+    into place, so that a table is whole only beside complete labels; with ``frame``, returns
+    the whole table as a DataFrame (``join`` of every group's piece).
     """
 
-    def __init__(self, gather, cancel, futures, idxs, names, path=None, frame=False,
-                 metadata=None, raster=True):  # fmt: skip
-        slabs: dict[int, list] = {}
-        for idx, fut in zip(idxs, futures, strict=True):
-            slabs.setdefault(idx[0] if raster else 0, []).append(fut)
-        self._slabs = [slabs[z] for z in sorted(slabs)]
-        self._futures = list(futures)
-        self._gather, self._cancel, self._names, self._frame = gather, cancel, names, frame
-        self._sink = ParquetSink(path, names, metadata) if path else None
+    def __init__(
+        self,
+        gather: Callable,
+        cancel: Callable,
+        groups: list[list],
+        join: Callable[[list], dict[str, np.ndarray]],
+        sink: ParquetSink | None = None,
+        frame: bool = False,
+    ):
+        self._groups = groups
+        self._futures = [f for g in groups for f in g]
+        self._gather, self._cancel, self._join, self._frame = gather, cancel, join, frame
+        self._sink = sink
         self._parts: list[dict[str, np.ndarray]] = []
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._collect, name="tilelabel-table", daemon=True)
@@ -119,13 +122,13 @@ class Collector:
 
     def _collect(self) -> None:
         try:
-            for futures in self._slabs:
-                part = concat(self._gather(futures), self._names)
+            for futures in self._groups:
+                part = self._join(self._gather(futures))
                 if self._sink is not None:
                     self._sink.write(part)
                 if self._frame:
                     self._parts.append(part)
-                del part  # (not held while the next slab is gathered)
+                del part  # (not held while the next group is gathered)
         except BaseException as e:  # the run's cancelled futures, or a failed task
             self._error = e
 
@@ -142,8 +145,7 @@ class Collector:
             raise
         if not self._frame:
             return None
-        return to_frame(concat(self._parts, self._names) if self._parts else
-                        empty_columns(self._names))  # fmt: skip
+        return to_frame(self._join(self._parts))
 
     def abandon(self) -> None:
         """A run that failed: its table's futures cancelled and the thread ended, what was
@@ -153,3 +155,34 @@ class Collector:
         self._thread.join(timeout=60)
         if self._sink is not None:
             self._sink.abandon()
+
+
+def statistics(gather, cancel, futures, idxs, names, path=None, frame=False, raster=True):
+    """The statistics table's :class:`Collector`: the chunk tables one slab (first grid axis)
+    at a time, in label order. In ``raster`` order every label rooted in an earlier slab is
+    smaller than every label rooted in a later one, so concatenating sorted slabs gives the
+    sorted table while the client holds one slab's rows. Numbered by size (``largest_k`` rows
+    at most), they are gathered at once."""
+    slabs: dict[int, list] = {}
+    for idx, fut in zip(idxs, futures, strict=True):
+        slabs.setdefault(idx[0] if raster else 0, []).append(fut)
+    groups = [slabs[z] for z in sorted(slabs)]
+    sink = ParquetSink(path, empty_columns(names)) if path else None
+    return Collector(gather, cancel, groups, lambda parts: concat(parts, names), sink, frame)
+
+
+#: futures of the region graph's rows gathered and written together
+GRAPH_GROUP = 64
+
+
+def region_graph(gather, cancel, futures, names: list[str], path: str) -> Collector:
+    """The region graph's :class:`Collector`: its tasks' rows (each sorted by pair) in groups
+    of :data:`GRAPH_GROUP` tasks, written in task order."""
+    groups = [futures[i : i + GRAPH_GROUP] for i in range(0, len(futures), GRAPH_GROUP)]
+    empty = {c: np.zeros(0, np.float64 if c == "area" else np.int64) for c in names}
+
+    def join(parts):
+        parts = [p for p in parts if p["label_a"].size]
+        return {c: np.concatenate([p[c] for p in parts]) for c in names} if parts else empty
+
+    return Collector(gather, cancel, groups, join, ParquetSink(path, empty))

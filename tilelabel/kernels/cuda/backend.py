@@ -206,6 +206,11 @@ class CUDABackend(Backend):
         return out
 
     @on_thread_stream
+    def contacts(self, labels, connectivity, n=None):
+        from tilelabel.kernels.cuda.contacts import contacts_device
+
+        return contacts_device(upload(labels), connectivity, n)
+
     def label_stats(self, labels, n, offset, intensity=None, moments=False):
         from tilelabel.kernels.cuda.stats import label_stats_device
 

@@ -9,7 +9,7 @@ when a source, header or option has changed since the binaries were built.
 
 from __future__ import annotations
 
-from tilelabel.kernels.cuda import ccl, equivalence, ha4, nvcomp, ops, stats
+from tilelabel.kernels.cuda import ccl, contacts, equivalence, ha4, nvcomp, ops, stats
 
 #: the GPU architectures with a cubin of their own: Turing to Blackwell, the range of CuPy's
 #: CUDA 13 builds (a cubin also runs on later minor versions of its major: sm_87 takes sm_86's)
@@ -22,6 +22,7 @@ def instantiations() -> dict[str, tuple[str, ...]]:
     """Every name expression by family, sorted."""
     parts = (
         ccl.instantiations(),
+        contacts.instantiations(),
         equivalence.instantiations(),
         ha4.instantiations(),
         stats.instantiations(),
