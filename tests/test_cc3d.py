@@ -294,6 +294,30 @@ def test_contacts_and_region_graph_as_cc3d():
         assert mine.contacts(padded, conn, surface_area=False) == want
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_contacts_and_region_graph_of_dask_and_cupy_arrays(backend):
+    """A label image whose labels lie in several pieces (Voronoi cells of one value apart)."""
+    import dask.array as da
+
+    rng = np.random.default_rng(9)
+    for conn, shape in ((26, (21, 17, 19)), (6, (21, 17, 19)), (8, (40, 33))):
+        x = np.pad(rng.integers(0, 6, shape).astype(np.int32), 1)
+        want = cc3d.contacts(x, conn, anisotropy=(0.5, 2.0, 3.0))
+        counts = cc3d.contacts(x, conn, surface_area=False)
+        arrays = [da.from_array(x, chunks=(7, 9, 8)[: x.ndim])]
+        if backend == "cuda":
+            import cupy
+
+            arrays.append(cupy.asarray(x))
+        for arr in arrays:
+            assert mine.region_graph(arr, conn) == cc3d.region_graph(x, conn)
+            assert mine.contacts(arr, conn, surface_area=False) == counts
+            got = mine.contacts(arr, conn, anisotropy=(0.5, 2.0, 3.0))
+            assert got.keys() == want.keys()
+            for pair, area in want.items():
+                assert got[pair] == pytest.approx(area, rel=1e-6)
+
+
 def test_voxel_and_color_connectivity_graphs_as_cc3d():
     # values, dtypes and memory order: cc3d's graphs come in Fortran order whatever the input's
     rng = np.random.default_rng(11)

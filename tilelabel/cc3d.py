@@ -587,15 +587,51 @@ def connected_components_stack(
 
 
 def _contacts(labels: Any, connectivity: int, anisotropy: Any = None):
+    """``(pairs, counts, areas)`` of a label image: NumPy on the CPU, CuPy on the GPU, dask
+    chunk by chunk (:func:`_contacts_dask`)."""
     from tilelabel.kernels.cpu.contacts import contacts as kernel
+    from tilelabel.kernels.cpu.contacts import totals
 
-    x = np.asarray(labels)
+    kind = dispatch.kind(labels)
+    x = labels if kind != "numpy" else np.asarray(labels)
     if x.ndim not in (2, 3):
         raise DimensionError(f"Only 2D and 3D arrays supported. Got: {x.ndim}")
     if x.ndim == 2 and int(connectivity) in (6, 18, 26):  # cc3d: a 3D image of one plane
         x = x[..., None]
     spacing = None if anisotropy is None else tuple(float(a) for a in anisotropy)[: x.ndim]
-    return kernel(x, _connectivity(x.ndim, connectivity), spacing)
+    conn = _connectivity(x.ndim, connectivity)
+    if kind == "numpy":
+        return kernel(x, conn, spacing)
+    if kind == "cupy":
+        from tilelabel.kernels.backends import get_backend
+
+        pairs, classes = get_backend("cuda").contacts(x, conn)
+        return (pairs, *totals(classes, spacing))
+    return _contacts_dask(x, conn, spacing)
+
+
+def _contacts_dask(x: Any, conn: int, spacing):
+    """The contacts of a dask label image: the region graph of its labels' connected pieces
+    (:func:`tilelabel.pipeline.lazy.contacts_dask`), each piece's value its label, summed per
+    pair of values (pieces of one value touch only through the graph's own neighbours, and
+    are no pair of cc3d's)."""
+    from tilelabel.pipeline.lazy import contacts_dask
+    from tilelabel.pipeline.local import Labeler
+
+    if x.dtype.kind not in "biu":
+        raise ValueError(f"labels must be of an integer or bool dtype, got {x.dtype}")
+    backend = "cuda" if dispatch.is_cupy(x._meta) else "cpu"
+    labeler = Labeler(backend, conn, multilabel=True)
+    df = contacts_dask(x, labeler=labeler, connectivity=conn, spacing=spacing)
+    df = df[df.value_a != df.value_b]
+    a = np.minimum(df.value_a.to_numpy(), df.value_b.to_numpy())
+    b = np.maximum(df.value_a.to_numpy(), df.value_b.to_numpy())
+    kind = np.int64 if x.dtype.kind == "i" else np.uint64
+    groups = df.assign(a=a, b=b).groupby(["a", "b"], sort=True)[["count", "area"]].sum()
+    pairs = np.stack(
+        [groups.index.get_level_values(0), groups.index.get_level_values(1)], axis=1
+    ).astype(kind)
+    return pairs.reshape(-1, 2), groups["count"].to_numpy(np.int64), groups["area"].to_numpy()
 
 
 def contacts(
