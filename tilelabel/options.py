@@ -271,7 +271,7 @@ class Options:
         "merged across chunk borders: columns ``label_a < label_b``, with multi-label input "
         "``value_a`` and ``value_b`` (their source values), ``count`` (touching voxel pairs "
         "under ``contacts_connectivity``) and ``area`` (face contacts, a face weighing the "
-        "product of the other axes' ``spacing``). Each piece of rows sorted by pair.",
+        "product of the other axes' ``spacing``), in no order.",
         check=v.text("a path or URL for the region graph (.parquet)"),
         flags=[flag("--contacts", metavar="PATH")],
     )

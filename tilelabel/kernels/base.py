@@ -154,8 +154,8 @@ class Backend(Protocol):
         self, labels: Any, connectivity: int, n: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The touching pairs of distinct labels of ``labels`` (background beyond its edges)
-        under ``connectivity``: (m, 2) sorted pairs a < b and (m, ndim + 1) int64 voxel pairs
-        per class, host arrays (:func:`tilelabel.kernels.cpu.contacts.contact_classes`).
+        under ``connectivity``: (m, 2) pairs a < b (in no order) and (m, ndim + 1) int64 voxel
+        pairs per class, host arrays (:func:`tilelabel.kernels.cpu.contacts.contact_classes`).
         ``n``: the largest label, where known (a device sizes its work by it)."""
         ...
 

@@ -15,9 +15,9 @@ each axis, or an edge or corner, which has no area).
    every voxel pair it is in. The other rows go up. Rows of voxel pairs across two chunks join
    the sums at the first node that holds both chunks (at the leaf for a chunk that wraps onto
    itself).
-4. :func:`columns`: the complete pairs as the graph's columns (:func:`names`). At the tree's top
-   every pair is complete; the client writes each task's rows as they come, so no process holds
-   the whole graph.
+4. :func:`columns`: the complete pairs as the graph's columns (:func:`names`), in no order. At
+   the tree's top every pair is complete; the client writes each task's rows as they come, so
+   no process holds the whole graph.
 
 A component dropped by a size filter has final label 0, and its pairs are dropped with it.
 """
@@ -183,14 +183,28 @@ def leaf(
     ndim: int,
 ) -> tuple[Pairs, Pairs]:
     """A chunk's rows: its own contacts (``mine``: local id pairs, counts per class, values)
-    in final labels through its lookup table
-    (in raster order: a size order is the columns'), and those across its forward borders, at
-    ``steps``, whose neighbours' :func:`contact` towards it (``theirs``) and border finals
-    (``their_finals``) are given. Returns the complete rows and those passed up (:func:`up`)."""
+    in final labels through its lookup table (in raster order: a size order is the columns'),
+    and those across its forward borders, at ``steps``, whose neighbours' :func:`contact`
+    towards it (``theirs``) and border finals (``their_finals``) are given. Returns the
+    complete rows and those passed up (:func:`up`).
+
+    A pair of two labels that touch no open face is complete, and no other local pair maps
+    to it (each such label is a component of its own): those rows skip the sums."""
     lut = build_lut(dataclasses.replace(spec, reorder=None), np.dtype(np.int64))
     pairs, classes, mine_values = mine
     values = mine_values is not None
-    inside = [oriented(lut[pairs[:, 0]], lut[pairs[:, 1]], classes, mine_values)]
+    border = np.zeros(spec.n + 1, bool)
+    border[spec.border_ids] = True
+    alone = ~(border[pairs[:, 0]] | border[pairs[:, 1]])
+    rest = np.flatnonzero(~alone)
+    alone = np.flatnonzero(alone)
+
+    def rows(sel):
+        v = None if mine_values is None else mine_values[sel]
+        return oriented(lut[pairs[sel, 0]], lut[pairs[sel, 1]], classes[sel], v)
+
+    done = rows(alone)
+    inside = [rows(rest)]
     pending = []
     struct = structure(ndim, connectivity)
     for step, side, finals, other in zip(steps, theirs, their_finals, ordinals, strict=True):
@@ -208,7 +222,8 @@ def leaf(
             pending += rows
     part_in = combined(_concat(inside))
     part_out = combined(_concat(pending)) if pending else _empty(ndim, values, origin=True)
-    return _settle(part_in, part_out, spec.border_finals)
+    complete, up_rows = _settle(part_in, part_out, spec.border_finals)
+    return _concat([done, complete]), up_rows
 
 
 # -- 3. up the tree ------------------------------------------------------------------------
@@ -272,7 +287,7 @@ def columns(
     spacing: tuple[float, ...] | None = None,
     value_dtype: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """Complete rows as the graph's columns, sorted by pair; ``reorder``: raster-order label ->
+    """Complete rows as the graph's columns; ``reorder``: raster-order label ->
     final label (a size order), ``value_dtype``: the input's (multi-label values)."""
     from tilelabel.kernels.cpu.contacts import totals
 

@@ -4,7 +4,8 @@ the same host arrays as :func:`tilelabel.kernels.cpu.contacts.contact_classes`.
 1. ``ct_count`` adds every voxel pair of distinct nonzero labels, run by run along the rows, to
    a hash table of pairs with a count per class, sized from the label count and grown (the
    count started again) where it fills past 70%.
-2. ``ct_compact`` packs the table's filled slots; the host sorts the pairs.
+2. ``ct_compact`` packs the table's filled slots, in no order (a chunk's pairs are summed over
+   the tree, where their order is of no use).
 
 Labels of 32 bits or more, which no key packs, are counted on the host.
 """
@@ -38,7 +39,7 @@ def _offsets(ndim: int, connectivity: int) -> tuple[np.ndarray, np.ndarray]:
 
 def contacts_device(labels: Any, connectivity: int, n: int | None = None):
     """``(pairs, classes)`` of a CuPy label array (2D or 3D, background beyond its edges):
-    (m, 2) uint64 sorted pairs a < b and (m, ndim + 1) int64 voxel pairs per class, host
+    (m, 2) uint64 pairs a < b, in no order, and (m, ndim + 1) int64 voxel pairs per class, host
     arrays. ``n``: the largest label, where known (it sizes the table)."""
     import cupy as cp
 
@@ -82,8 +83,5 @@ def contacts_device(labels: Any, connectivity: int, n: int | None = None):
         grid = max(1, min(-(-cap // 256), 1 << 16))
         compact((grid,), (256,), (keys, counts, np.int64(cap), out_keys, out_counts, state))
     host_keys, host_counts = cp.asnumpy(out_keys), cp.asnumpy(out_counts)
-    order = np.argsort(host_keys)
-    host_keys = host_keys[order]
     pairs = np.stack([host_keys >> np.uint64(32), host_keys & _LOW32], axis=1)
-    classes = host_counts[order, : ndim + 1].astype(np.int64)
-    return pairs, classes
+    return pairs, host_counts[:, : ndim + 1].astype(np.int64)
