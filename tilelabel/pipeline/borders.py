@@ -83,7 +83,7 @@ def contact(
     return out, values
 
 
-def _split(side: np.ndarray | tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:
+def split(side: np.ndarray | tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:
     """A :func:`contact`'s positions and values (None for binary input)."""
     return side if isinstance(side, tuple) else (side, None)
 
@@ -113,8 +113,8 @@ def chunk_pairs(
         struct = structure(ndim, connectivity)
     out = []
     for step, theirs, other in neighbours:
-        a, va = _split(contact(mine, step, high=True))
-        b, vb = _split(theirs)
+        a, va = split(contact(mine, step, high=True))
+        b, vb = split(theirs)
         free = [ax for ax, s in enumerate(step) if s == 0]
         shifts = []
         for shift in itertools.product((-1, 0, 1), repeat=len(free)):

@@ -34,7 +34,7 @@ import numpy as np
 from dask.sizeof import sizeof
 
 from tilelabel.connectivity import structure
-from tilelabel.pipeline.borders import contact
+from tilelabel.pipeline.borders import contact, split
 from tilelabel.pipeline.local import Borders, sizeof_fields
 from tilelabel.pipeline.numbering import LutSpec, build_lut
 
@@ -133,10 +133,6 @@ def _finals(positions: np.ndarray, finals: np.ndarray) -> np.ndarray:
     return table[positions]
 
 
-def _split(side):
-    return side if isinstance(side, tuple) else (side, None)
-
-
 def _across(a, va, b, vb, step, struct, ndim) -> list[Pairs]:
     """The rows of the voxel pairs across one contact: ``a`` (this chunk's side, final labels,
     values ``va``) against ``b`` (the neighbour's) at every offset of ``struct`` that crosses
@@ -208,8 +204,8 @@ def leaf(
     pending = []
     struct = structure(ndim, connectivity)
     for step, side, finals, other in zip(steps, theirs, their_finals, ordinals, strict=True):
-        a, va = _split(contact(borders, step, high=True))
-        b, vb = _split(side)
+        a, va = split(contact(borders, step, high=True))
+        b, vb = split(side)
         if borders.value_faces is not None:  # continuous values: labels only
             va = vb = None
         rows = _across(_finals(a, spec.border_finals), va, _finals(b, finals), vb, step,
