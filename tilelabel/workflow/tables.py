@@ -171,8 +171,9 @@ def statistics(gather, cancel, futures, idxs, names, path=None, frame=False, ras
     return Collector(gather, cancel, groups, lambda parts: concat(parts, names), sink, frame)
 
 
-#: futures of the region graph's rows gathered and written together
-GRAPH_GROUP = 64
+#: futures of the region graph's rows gathered and written together: a task's rows are about
+#: its chunk's pairs, so the client holds a few chunks' worth, whatever the volume
+GRAPH_GROUP = 8
 
 
 def region_graph(gather, cancel, futures, names: list[str], path: str) -> Collector:
