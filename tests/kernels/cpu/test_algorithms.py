@@ -132,6 +132,15 @@ def test_root_block_is_not_first_voxel(alg):
     check(2, 8, alg, image2)
 
 
+@pytest.mark.parametrize("alg", ["buf", "bke"])
+def test_blocks_across_words(alg):
+    # The block scan finds the foreground blocks of a block row 64 at a time: rows of more
+    # than 64 blocks, even and odd, and a first plane (no plane below) of a thick volume.
+    for shape in ((5, 6, 259), (4, 3, 130), (3, 2, 128)):
+        for density, granularity in ((0.2, 1), (0.6, 1), (0.3, 2)):
+            check(3, 26, alg, random_volume(shape, density, granularity, seed=7))
+
+
 @pytest.mark.parametrize("key", KERNELS, ids=kernel_id)
 def test_uint32_via_wide_forest(monkeypatch, key):
     # Chunks too large for a uint32 forest are labeled in uint64 and narrowed; force that path.
@@ -159,13 +168,10 @@ def test_input_conversion_and_errors():
     assert m == 0 and labels.shape == (0, 4, 4) and labels.dtype == np.uint64
 
 
-@pytest.mark.parametrize("ndim", [2, 3])
-def test_connection_table_matches_distances(ndim):
+def test_connection_table_matches_distances():
     # The table is built from the paper's bitsets; check it against plain Chebyshev distances.
-    voxels = cpu_block._voxels(ndim)
-    forward = cpu_block.FORWARD_3D if ndim == 3 else cpu_block.FORWARD_2D
-    table = cpu_block.T3 if ndim == 3 else cpu_block.T2
-    for m, (d, nb) in itertools.product(range(2 ** len(voxels)), enumerate(forward)):
+    voxels = cpu_block._voxels()
+    for m, (d, nb) in itertools.product(range(256), enumerate(cpu_block.FORWARD_3D)):
         bits = 0
         for k, q in enumerate(voxels):
             qpos = [2 * o + c for o, c in zip(nb, q, strict=True)]
@@ -174,7 +180,7 @@ def test_connection_table_matches_distances(ndim):
                 for j, p in enumerate(voxels)
             ):
                 bits |= 1 << k
-        assert table[m, d] == bits, (m, d)
+        assert cpu_block.T3[m, d] == bits, (m, d)
 
 
 @pytest.mark.parametrize("conn", [4, 8])
@@ -193,6 +199,27 @@ def test_seg_runs_across_words(conn):
         check(2, conn, "seg", 1 - image)
 
 
+@pytest.mark.parametrize("conn", [6, 18, 26])
+def test_seg_rows_inside_the_row_below(conn):
+    """Rows whose voxels all lie on voxels of the row below skip the pairs that the run below
+    implies: a run touching such a row only diagonally at a run's end (18: not beside the run
+    below), and repeated planes, whose rows all lie on the plane before."""
+    image = np.zeros((2, 3, 8), np.uint8)
+    image[0, 1, 3:5] = 1  # the run below
+    image[1, 1, 3:5] = 1  # a row inside it
+    image[1, 0, 2] = 1  # touches (1, 1, 3) in the plane; (0, 1, 3) only at 26
+    image[1, 0, 5] = 1  # and at the other end
+    image[1, 2, 2] = 1  # a later row: not walked by (1, 1)
+    check(3, conn, "seg", image)
+    image[1, 0, 3] = 1  # above the row, nothing below it (6: joined through (1, 1, 3) only)
+    check(3, conn, "seg", image)
+    for seed in range(3):
+        planes = random_volume((6, 40, 150), 0.3, 1, seed=seed)
+        image = np.repeat(planes, 2, axis=0)
+        image[1::2] &= random_volume((6, 40, 150), 0.8, 1, seed=seed + 9)  # inside, not equal
+        check(3, conn, "seg", image)
+
+
 def test_one_specialisation_per_label_dtype():
     # Shapes and connectivities are runtime arguments: labeling many shapes must not compile a
     # new specialisation of any kernel function for each (only one per label dtype).
@@ -204,9 +231,9 @@ def test_one_specialisation_per_label_dtype():
             for dtype in DTYPES:
                 get_kernel("cpu", ndim, conn, alg)(random_volume(shape, 0.5, 1, seed=2), dtype)
     # the scans: one for BUF and one for BKE per label dtype
-    for fn in (cpu_block._scan3, cpu_block._scan2):
-        assert 1 <= len(fn.signatures) <= 2 * len(DTYPES), (fn.py_func.__name__, fn.signatures)
+    assert 1 <= len(cpu_block._scan.signatures) <= 2 * len(DTYPES), cpu_block._scan.signatures
     dispatchers = [
+        cpu_block.masks,
         cpu_block.bke_reduce,
         cpu_block.flatten,
         cpu_block.final_labeling,

@@ -16,6 +16,7 @@ stray value must not corrupt the forest).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -87,39 +88,6 @@ def _run(
 # array from it: an array that numba allocates is code that it compiles on a first run.
 
 
-def _finish_blocks(img: np.ndarray, L: np.ndarray, dims: tuple[int, int, int]) -> int:
-    ntrees = _blk.flatten(L, *dims)
-    return _blk.final_labeling(img, L, *dims, ntrees, *_blk.final_buffers(dims, ntrees, L.dtype))
-
-
-def _buf_into(ndim: int):
-    def label_into(img, L, dims):
-        off = _blk.forward_offsets(dims, ndim)
-        bufs = _blk.scratch(dims, ndim)
-        if ndim == 3:
-            _blk.buf3_scan(img, L, *dims, _blk.T3, off, *bufs)
-        else:
-            _blk.buf2_scan(img, L, dims[1], dims[2], _blk.T2, off, *bufs)
-        return _finish_blocks(img, L, dims)
-
-    return label_into
-
-
-def _bke_into(ndim: int):
-    def label_into(img, L, dims):
-        off = _blk.forward_offsets(dims, ndim)
-        bufs = _blk.scratch(dims, ndim)
-        pending = np.empty(((dims[0] + 1) // 2) * ((dims[1] + 1) // 2), np.uint8)
-        if ndim == 3:
-            last = _blk.bke3_init(img, L, *dims, _blk.T3, off, pending, *bufs)
-        else:
-            last = _blk.bke2_init(img, L, dims[1], dims[2], _blk.T2, off, pending, *bufs)
-        _blk.bke_reduce(L, *dims, off, last, pending)
-        return _finish_blocks(img, L, dims)
-
-    return label_into
-
-
 def _uf_into(ndim: int, connectivity: int):
     nbr = _pix.FORWARD[(ndim, connectivity)]
 
@@ -149,17 +117,12 @@ def _ml_into(ndim: int, connectivity: int):
 
     def label_into(img, L, dims):
         # the runs: at most one per voxel, pages touched only as runs are made
-        nz, ny, nx = dims
         forest = np.empty(L.size, L.dtype)
         ends = np.empty(L.size, np.uint32)
         values = np.empty(L.size, img.dtype)
-        first = np.empty(nz * ny, np.uint64)
-        changes = np.zeros(-(-nx // 8) * 8, np.uint8)
-        view = changes.view(np.uint64)
+        first = np.empty(dims[0] * dims[1], np.uint64)
         offs = np.empty(len(dirs), np.int64)
-        gap = np.empty(2 * nx + 2, np.uint64)
-        args = (dirs, cover, changes, view, offs, gap)
-        runs = _ml.ml_scan(img, L, forest, ends, values, first, *dims, *args)
+        runs = _ml.ml_scan(img, L, forest, ends, values, first, *dims, dirs, cover, offs)
         n = _ml.ml_number(forest, values, runs)
         _ml.ml_gather(L, forest)
         return n
@@ -194,8 +157,8 @@ def _make(ndim: int, connectivity: int, algorithm: str, label_into, multilabel=F
 
 
 for _ndim, _conn in ((2, 8), (3, 26)):
-    _make(_ndim, _conn, "buf", _buf_into(_ndim))
-    _make(_ndim, _conn, "bke", _bke_into(_ndim))
+    _make(_ndim, _conn, "buf", _blk.label)
+    _make(_ndim, _conn, "bke", partial(_blk.label, bke=True))
 for _ndim, _conn in ((2, 4), (2, 8), (3, 6), (3, 18), (3, 26)):
     _make(_ndim, _conn, "uf", _uf_into(_ndim, _conn))
     _make(_ndim, _conn, "seg", _seg_into(_ndim, _conn))

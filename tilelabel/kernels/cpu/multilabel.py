@@ -27,13 +27,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from tilelabel.kernels.cpu.runs import DIRECTIONS, _ctz
+from tilelabel.kernels.cpu.runs import DIRECTIONS
 from tilelabel.kernels.cpu.unionfind import union
 
 _ONE = np.uint64(1)
-_BYTE = np.uint64(255)
-#: times a word of 0/1 bytes: byte i of the product is the sum of bytes 0..i
-_BYTES = np.uint64(0x0101010101010101)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
@@ -89,19 +86,17 @@ def _link(P, V, L, u, v, fresh, o, x0, x1):
 
 
 @numba.njit(cache=True, nogil=True)
-def ml_scan(img, L, P, E, V, first, nz, ny, nx, dirs, cover, d, d64, offs, gap):
+def ml_scan(img, L, P, E, V, first, nz, ny, nx, dirs, cover, offs):
     """Find every row's runs (run ``c`` ends before voxel ``E[c]`` of its row and has value
     ``V[c]``; ``first[r]``: row r's first run), write each voxel's run id into ``L``, and unite
     each nonzero run in the forest ``P`` with the runs of its value that it touches in the
-    earlier neighbour rows ``dirs`` ((dz, dy, wide) rows, as in ``runs``; see
-    :func:`directions`). ``d``: a zeroed uint8 buffer of ``nx`` rounded up to 8, ``d64`` its
-    uint64 view; ``offs``: ``len(dirs)`` int64; ``gap``: ``2 * nx + 2`` uint64.
+    earlier neighbour rows ``dirs`` ((dz, dy, wide, ...) rows, as in ``runs``; see
+    :func:`directions`). ``offs``: ``len(dirs)`` int64.
     Returns the number of runs.
 
-    A row's value changes are marked in ``d`` by a vectorized compare and read 8 voxels at a
-    time (a little-endian word's byte i is voxel i): one multiplication gives the 8 voxels' run
-    ids, and the set bytes the runs' ends. The runs a run touches in a neighbour row are the
-    ids of that row's voxels at its two ends, and those between: no search and no merge walk.
+    A row's runs are found in one branch-free pass over its voxels. The runs a run touches in a
+    neighbour row are the ids of that row's voxels at its two ends, and those between: no
+    search and no merge walk.
 
     ``cover`` (26-connectivity): the row below is walked first, and the voxel below a voxel
     is a neighbour of all its 13 earlier neighbours, which the scan has united with it already.
@@ -109,38 +104,29 @@ def ml_scan(img, L, P, E, V, first, nz, ny, nx, dirs, cover, d, d64, offs, gap):
     the other rows are walked only over the voxels no run of its value there lies beside.
     """
     k = dirs.shape[0]
-    nw = (nx + 7) >> 3
     j = np.uint64(0)
     last = np.uint64(nx - 1)
     for z in range(nz):
         for y in range(ny):
             r = z * ny + y
             row = img[r * nx : r * nx + nx]
-            base = np.uint64(r * nx)
             a = j
             first[r] = a
-            for x in range(nx - 1):  # d[x]: a run ends after voxel x
-                d[x] = row[x] != row[x + 1]
-            d[nx - 1] = 1
-            for w in range(nw):
-                m = d64[w]
-                ids = (m * _BYTES) << np.uint64(8)  # byte i: the run ends before voxel i
-                o = base + np.uint64(w << 3)
-                if (w << 3) + 8 <= nx:
-                    for i in range(8):
-                        L[o + np.uint64(i)] = j + ((ids >> np.uint64(8 * i)) & _BYTE)
-                else:
-                    for i in range(nx - (w << 3)):
-                        L[o + np.uint64(i)] = j + ((ids >> np.uint64(8 * i)) & _BYTE)
-                while m:
-                    E[j] = np.uint64(w << 3) + (np.uint64(_ctz(m)) >> np.uint64(3)) + _ONE
-                    j += _ONE
-                    m &= m - _ONE
-            s = np.uint64(0)
+            Lr = L[r * nx : r * nx + nx]
+            # one pass, no branch: each voxel writes its run's id, value and end (a run's last
+            # voxel writes them last), then the id moves on where the value changes
+            for x in range(nx - 1):
+                v = row[x]
+                Lr[x] = j
+                V[j] = v
+                E[j] = x + 1
+                j += np.uint64(v != row[x + 1])
+            Lr[nx - 1] = j
+            V[j] = row[nx - 1]
+            E[j] = nx
+            j += _ONE
             for c in range(a, j):
-                V[c] = row[s]
                 P[c] = c
-                s = np.uint64(E[c])
             for i in range(k):
                 zz = z + dirs[i, 0]
                 yy = y + dirs[i, 1]
@@ -173,7 +159,6 @@ def ml_scan(img, L, P, E, V, first, nz, ny, nx, dirs, cover, d, d64, offs, gap):
                 x1 = e if e <= last else last
                 qa = first[r - ny]
                 c = x0  # voxels x0..c-1 have a run of value v below or beside them
-                ng = 0
                 for q in range(np.uint64(L[ob + x0]), np.uint64(L[ob + x1]) + _ONE):
                     if V[q] != v:
                         continue
@@ -184,19 +169,15 @@ def ml_scan(img, L, P, E, V, first, nz, ny, nx, dirs, cover, d, d64, offs, gap):
                         _pair(P, V, u, q)
                     qs = np.uint64(E[q - _ONE]) if q > qa else np.uint64(0)
                     if qs >= c + np.uint64(2):
-                        gap[ng] = c
-                        gap[ng + 1] = qs - np.uint64(2)
-                        ng += 2
+                        for i in range(1, k):
+                            if offs[i] >= 0:
+                                o = np.uint64(offs[i])
+                                fresh = _link(P, V, L, u, v, fresh, o, c, qs - np.uint64(2))
                     c = np.uint64(E[q]) + _ONE
                 if c <= x1:
-                    gap[ng] = c
-                    gap[ng + 1] = x1
-                    ng += 2
-                for g in range(0, ng, 2):
                     for i in range(1, k):
                         if offs[i] >= 0:
-                            o = np.uint64(offs[i])
-                            fresh = _link(P, V, L, u, v, fresh, o, gap[g], gap[g + 1])
+                            fresh = _link(P, V, L, u, v, fresh, np.uint64(offs[i]), c, x1)
     return j
 
 

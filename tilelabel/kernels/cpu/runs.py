@@ -9,7 +9,10 @@ per 64 voxels.
 
 1. :func:`pack`: one bit per voxel, each row padded to whole 64-bit words.
 2. :func:`unite`: rows in raster order; each run's first voxel becomes a root, then the runs are
-   united with those of the earlier neighbour rows (``DIRECTIONS``).
+   united with those of the earlier neighbour rows (``DIRECTIONS``). Where every voxel of a
+   row lies on a voxel of the row below (the plane before), each of its runs lies on one run
+   there, and at 18 and 26 most of its other neighbours touch that run too, so are in its tree
+   already: those directions are skipped, in whole or but for the runs' ends.
 3. :func:`write_labels`: runs in raster order; a root gets the next label, any other run its
    parent's label (parents come earlier); runs and the gaps between them are written whole.
 
@@ -21,75 +24,48 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
 from tilelabel.kernels.cpu.unionfind import find, merge
 
-#: Earlier neighbour rows per (ndim, connectivity): (dz, dy, wide), where wide means that voxels
-#: x - 1 and x + 1 of that row neighbour voxel x too, not only voxel x.
+#: Earlier neighbour rows per (ndim, connectivity): (dz, dy, wide, inside). ``wide``: voxels
+#: x - 1 and x + 1 of that row neighbour voxel x too, not only voxel x. ``inside``: what the
+#: row needs of that direction when all its voxels lie on voxels of the row below, (z - 1, y):
+#: each of its runs then lies on one run B there, and a run that touches it through a voxel
+#: with a voxel of B beside it is in B's tree already (they are earlier rows, united when the
+#: later of them was scanned): 0 every pair, 1 only the pairs at a run's ends (x - 1, x + 1),
+#: 2 none.
 DIRECTIONS: dict[tuple[int, int], np.ndarray] = {
-    (2, 4): np.array([(0, -1, 0)], np.int64),
-    (2, 8): np.array([(0, -1, 1)], np.int64),
-    (3, 6): np.array([(0, -1, 0), (-1, 0, 0)], np.int64),
-    (3, 18): np.array([(0, -1, 1), (-1, -1, 0), (-1, 0, 1), (-1, 1, 0)], np.int64),
-    (3, 26): np.array([(0, -1, 1), (-1, -1, 1), (-1, 0, 1), (-1, 1, 1)], np.int64),
+    (2, 4): np.array([(0, -1, 0, 0)], np.int64),
+    (2, 8): np.array([(0, -1, 1, 0)], np.int64),
+    (3, 6): np.array([(0, -1, 0, 0), (-1, 0, 0, 0)], np.int64),
+    (3, 18): np.array([(0, -1, 1, 1), (-1, -1, 0, 2), (-1, 0, 1, 0), (-1, 1, 0, 2)], np.int64),
+    (3, 26): np.array([(0, -1, 1, 2), (-1, -1, 1, 2), (-1, 0, 1, 0), (-1, 1, 1, 2)], np.int64),
 }
 
 _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-#: de Bruijn sequence and table: index of the lowest set bit with one multiplication
-_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_DB_INDEX = np.zeros(64, np.int64)
-for _i in range(64):
-    _DB_INDEX[(((1 << _i) * 0x03F79D71B4CB0A89) & (2**64 - 1)) >> 58] = _i
 #: gathers the lowest bit of each of 8 bytes into one byte
 _GATHER = np.uint64(0x0102040810204080)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def _ctz(x):
-    """Index of the lowest set bit of ``x`` (nonzero uint64)."""
-    return _DB_INDEX[((x & (~x + _ONE)) * _DEBRUIJN) >> np.uint64(58)]
+    """Index of the lowest set bit of ``x`` (nonzero uint64): one instruction (LLVM's cttz)."""
+    return np.int64(trailing_zeros(x))
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def _msb(x):
-    """Index of the highest set bit of ``x`` (nonzero uint64)."""
-    for s in (1, 2, 4, 8, 16, 32):
-        x |= x >> np.uint64(s)
-    return _ctz(x ^ (x >> _ONE))
+    """Index of the highest set bit of ``x`` (nonzero uint64): one instruction (LLVM's ctlz)."""
+    return 63 - np.int64(leading_zeros(x))
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _bit(m, i):
-    return (m >> np.uint64(i)) & _ONE
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def _start(P, r, x):
-    """First voxel of the run of row ``r`` that holds voxel ``x``."""
-    w = x >> 6
-    z = ~P[r, w] & ((np.uint64(2) << np.uint64(x & 63)) - _ONE)  # background at or before x
-    while z == 0:
-        w -= 1
-        if w < 0:
-            return np.int64(0)
-        z = ~P[r, w]
-    return (w << 6) + _msb(z) + 1
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def _next(P, r, x, flip):
-    """First voxel at or after ``x`` of row ``r`` that is foreground (``flip`` 0) or background
-    (``flip`` all ones); a position past the row when there is none."""
-    nwr = P.shape[1]
-    w = x >> 6
-    m = (P[r, w] ^ flip) & (_ALL << np.uint64(x & 63))
-    while m == 0:
-        w += 1
-        if w == nwr:
-            return np.int64(nwr << 6)
-        m = P[r, w] ^ flip
-    return (w << 6) + _ctz(m)
+def _last(starts, x0, before):
+    """First voxel of the last run starting in ``starts`` (the run starts of a word from voxel
+    ``x0`` on), or ``before`` where none does (branch-free: a select)."""
+    return x0 + _msb(starts) if starts else before
 
 
 @numba.njit(cache=True, nogil=True)
@@ -126,11 +102,14 @@ def pack(img, img64, nrows, nx, P, F):
 def unite(P, L, nz, ny, nx, dirs):
     """Roots at the runs' first voxels, then unions with the runs of the rows ``dirs``.
 
-    A direction's pairs come in increasing x, so the runs of the row come one after the other:
-    the root of the current one is kept (``merge``) instead of found again for each pair.
+    A pair's two runs are found from the run starts of their rows' words (and the last start
+    of the words before), without a search: one loop per kind of pair, so that no branch asks
+    which kind a pair is. A row that lies on the row below (``inside``) skips the pairs that
+    the direction's ``inside`` entry says are implied.
     """
     nwr = P.shape[1]
     c63 = np.uint64(63)
+    two = np.uint64(2)
     for z in range(nz):
         for y in range(ny):
             r = z * ny + y
@@ -144,18 +123,24 @@ def unite(P, L, nz, ny, nx, dirs):
                     v = base + (w << 6) + _ctz(st)
                     st &= st - _ONE
                     L[v] = v
+            inside = z > 0  # every voxel of the row lies on one of the row below
+            if inside:
+                for w in range(nwr):
+                    inside &= (P[r, w] & ~P[r - ny, w]) == 0
             for d in range(dirs.shape[0]):
                 zz = z + dirs[d, 0]
                 yy = y + dirs[d, 1]
                 wide = dirs[d, 2] != 0
-                if zz < 0 or yy < 0 or yy >= ny:
+                need = dirs[d, 3] if inside else 0
+                if zz < 0 or yy < 0 or yy >= ny or need == 2:
                     continue
+                overlaps = _ALL if need == 0 else np.uint64(0)
                 q = zz * ny + yy
                 nbase = q * nx
                 cc = np.uint64(0)
                 cn = np.uint64(0)
-                a = np.int64(-1)  # first voxel of the current run and its root
-                root = np.int64(-1)
+                lc = np.int64(0)  # first voxel of each row's last run that starts before the word
+                ln = np.int64(0)
                 for w in range(nwr):
                     c = P[r, w]
                     n = P[q, w]
@@ -163,40 +148,41 @@ def unite(P, L, nz, ny, nx, dirs):
                     stn = n & ~((n << _ONE) | cn)
                     cc = c >> c63
                     cn = n >> c63
-                    if c == 0:
-                        continue
                     x0 = w << 6
-                    # pairs (x, x): one of the two runs starts at x; (x, x - 1): x starts its
-                    # run and x - 1 (not x) is in the other row; (x, x + 1): x + 1 starts a run
-                    # of the other row and x is not in it
-                    same = c & n & (stc | stn)
-                    left = np.uint64(0)
-                    right = np.uint64(0)
-                    if wide:
-                        left = n << _ONE
-                        right = n >> _ONE
-                        if w > 0:
-                            left |= P[q, w - 1] >> c63
-                        if w + 1 < nwr:
-                            right |= P[q, w + 1] << c63
-                        left &= stc & ~n
-                        right &= c & ~n
-                    pairs = same | left | right
-                    while pairs:
-                        i = _ctz(pairs)
-                        pairs &= pairs - _ONE
-                        x = x0 + i
-                        s = x if _bit(stc, i) else _start(P, r, x)
-                        if s != a:
-                            a = s
-                            root = find(L, base + s)
-                        if _bit(same, i):
-                            b = x if _bit(stn, i) else _start(P, q, x)
-                            root = merge(L, nbase + b, root)
-                        if _bit(left, i):
-                            root = merge(L, nbase + _start(P, q, x - 1), root)
-                        if _bit(right, i):
-                            root = merge(L, nbase + x + 1, root)
+                    if c != 0:
+                        # pairs (x, x): one of the two runs starts at x; (x, x - 1): x starts
+                        # its run and x - 1 (not x) is in the other row; (x, x + 1): x + 1
+                        # starts a run of the other row and x is not in it. One loop per kind,
+                        # so that no branch asks which kind a pair is.
+                        same = c & n & (stc | stn) & overlaps
+                        while same:
+                            i = np.uint64(_ctz(same))
+                            same &= same - _ONE
+                            upto = (two << i) - _ONE  # bits 0..i
+                            root = find(L, base + _last(stc & upto, x0, lc))
+                            merge(L, nbase + _last(stn & upto, x0, ln), root)
+                        if wide:
+                            left = n << _ONE
+                            right = n >> _ONE
+                            if w > 0:
+                                left |= P[q, w - 1] >> c63
+                            if w + 1 < nwr:
+                                right |= P[q, w + 1] << c63
+                            left &= stc & ~n
+                            right &= c & ~n
+                            while left:
+                                i = np.uint64(_ctz(left))
+                                left &= left - _ONE
+                                root = find(L, base + x0 + np.int64(i))
+                                below = (_ONE << i) - _ONE  # bits 0..i-1: x - 1 is in the word
+                                merge(L, nbase + _last(stn & below, x0, ln), root)
+                            while right:
+                                i = np.uint64(_ctz(right))
+                                right &= right - _ONE
+                                root = find(L, base + _last(stc & ((two << i) - _ONE), x0, lc))
+                                merge(L, nbase + x0 + np.int64(i) + 1, root)
+                    lc = _last(stc, x0, lc)
+                    ln = _last(stn, x0, ln)
     return 0
 
 
