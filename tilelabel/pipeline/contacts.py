@@ -300,13 +300,23 @@ def columns(
     return out
 
 
+def empty_columns(cols: list[str]) -> dict[str, np.ndarray]:
+    """The graph's columns, empty, of their dtypes (``value_*``: the source's, once known)."""
+    return {c: np.zeros(0, np.float64 if c == "area" else np.int64) for c in cols}
+
+
+def concat(pieces: Sequence[dict[str, np.ndarray]], cols: list[str]) -> dict[str, np.ndarray]:
+    """Pieces of :func:`columns` as one, in their order."""
+    pieces = [p for p in pieces if p["label_a"].size]
+    if not pieces:
+        return empty_columns(cols)
+    return {c: np.concatenate([p[c] for p in pieces]) for c in cols}
+
+
 def to_frame(pieces: Sequence[dict[str, np.ndarray]], cols: list[str]):
     """Pieces of :func:`columns` as one pandas DataFrame, sorted by pair."""
     import pandas as pd
 
-    pieces = [p for p in pieces if p["label_a"].size] or list(pieces[:1])
-    if not pieces:
-        return pd.DataFrame({c: np.zeros(0, np.float64 if c == "area" else np.int64) for c in cols})
-    out = {c: np.concatenate([p[c] for p in pieces]) for c in cols}
+    out = concat(pieces, cols)
     order = np.lexsort((out["label_b"], out["label_a"]))
     return pd.DataFrame({c: v[order] for c, v in out.items()}, copy=False)

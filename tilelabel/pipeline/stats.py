@@ -126,10 +126,7 @@ def options(
         )
     if intensity and not table:
         raise ValueError("an intensity image is only used for statistics; ask for them too")
-    if spacing is not None:
-        spacing = tuple(float(s) for s in spacing)
-        if ndim is not None and len(spacing) != ndim:
-            raise ValueError(f"spacing {spacing} has {len(spacing)} values for {ndim} axes")
+    spacing = checked_spacing(spacing, ndim)
     if table:
         require_table_libs()
     opts = StatsOptions(
@@ -142,6 +139,16 @@ def options(
         order,
     )
     return opts if opts.active else None
+
+
+def checked_spacing(spacing, ndim: int | None) -> tuple[float, ...] | None:
+    """``spacing`` as floats, refused where it has not one value per axis (``ndim``, if known)."""
+    if spacing is None:
+        return None
+    spacing = tuple(float(s) for s in spacing)
+    if ndim is not None and len(spacing) != ndim:
+        raise ValueError(f"spacing {spacing} has {len(spacing)} values for {ndim} axes")
+    return spacing
 
 
 def require_table_libs() -> None:

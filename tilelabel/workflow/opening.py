@@ -164,7 +164,7 @@ def region_graph(
         raise ValueError(f"the region graph is of 2D and 3D volumes, not {ndim}D")
     if o.dust is not None:
         raise ValueError("dust writes the input's values, not labels: no region graph with it")
-    full = 3**ndim - 1
+    full = conn_mod.normalize(ndim)
     given = o.contacts_connectivity
     conn = conn_mod.normalize(ndim, given) if given is not None else None
     if conn is None:
@@ -175,10 +175,7 @@ def region_graph(
             f"joins them; label at a smaller one than the graph's (e.g. --connectivity "
             f"{2 * ndim} --contacts-connectivity {full})"
         )
-    if spacing is not None:
-        spacing = tuple(float(s) for s in spacing)
-        if len(spacing) != ndim:
-            raise ValueError(f"spacing {spacing} has {len(spacing)} values for {ndim} axes")
+    spacing = stats_mod.checked_spacing(spacing, ndim)
     by_value = o.multilabel and o.delta is None
     return ContactsOptions(conn, spacing, dtype.str if by_value else None)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tilelabel.pipeline import contacts
 from tilelabel.pipeline.stats import concat, empty_columns, to_frame
 from tilelabel.storage.outputs import partial_path
 from tilelabel.storage.places import filesystem
@@ -177,13 +178,8 @@ GRAPH_GROUP = 8
 
 
 def region_graph(gather, cancel, futures, names: list[str], path: str) -> Collector:
-    """The region graph's :class:`Collector`: its tasks' rows (each sorted by pair) in groups
-    of :data:`GRAPH_GROUP` tasks, written in task order."""
+    """The region graph's :class:`Collector`: its tasks' rows in groups of
+    :data:`GRAPH_GROUP` tasks, written in task order."""
     groups = [futures[i : i + GRAPH_GROUP] for i in range(0, len(futures), GRAPH_GROUP)]
-    empty = {c: np.zeros(0, np.float64 if c == "area" else np.int64) for c in names}
-
-    def join(parts):
-        parts = [p for p in parts if p["label_a"].size]
-        return {c: np.concatenate([p[c] for p in parts]) for c in names} if parts else empty
-
-    return Collector(gather, cancel, groups, join, ParquetSink(path, empty))
+    sink = ParquetSink(path, contacts.empty_columns(names))
+    return Collector(gather, cancel, groups, lambda parts: contacts.concat(parts, names), sink)
