@@ -1,7 +1,7 @@
 """The GPU's contacts (``contacts.cu``) against the CPU's kernel, exactly: random label images
-of both label types in 2D and 3D at every connectivity, a table that has to grow, labels too
-wide to pack, and the region graph of a run on a LocalCUDACluster (on a GPU; skipped where CuPy
-sees none)."""
+of both label types in 2D and 3D at every connectivity, tiles that overflow a block's table, a
+table that has to grow, labels too wide to pack, and the region graph of a run on a
+LocalCUDACluster (on a GPU; skipped where CuPy sees none)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,14 @@ def test_random_labels_equal_the_cpus(shape, conn, dtype):
 def test_a_table_too_small_grows():
     labels = np.random.default_rng(1).integers(0, 5000, (40, 40, 40)).astype(np.uint32)
     _same(labels, 26, n=1)
+
+
+@pytest.mark.parametrize(("shape", "conn"), [((8, 16, 300), 26), ((70, 300), 8)])
+def test_tiles_of_more_pairs_than_a_blocks_table_holds(shape, conn):
+    # every voxel its own label: each tile has far more pairs than the shared table's slots
+    size = int(np.prod(shape))
+    labels = np.random.default_rng(3).permutation(size).reshape(shape).astype(np.uint32) + 1
+    _same(labels, conn)
 
 
 def test_labels_of_32_bits_are_counted_on_the_host():

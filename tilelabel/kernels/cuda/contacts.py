@@ -2,10 +2,11 @@
 the same host arrays as :func:`tilelabel.kernels.cpu.contacts.contact_classes`.
 
 1. ``ct_count`` adds every voxel pair of distinct nonzero labels, run by run along the rows, to
-   a hash table of pairs with a count per class, sized from the label count and grown (the
-   count started again) where it fills past 70%.
-2. ``ct_compact`` packs the table's filled slots, in no order (a chunk's pairs are summed over
-   the tree, where their order is of no use).
+   a table of each block's tile in shared memory, then the tile's pairs to a hash table of
+   pairs with a count per class, sized from the label count and grown (the count started
+   again) where it fills past 70%.
+2. ``ct_compact`` packs the table's filled slots as the pairs and their counts, in no order (a
+   chunk's pairs are summed over the tree, where their order is of no use).
 
 Labels of 32 bits or more, which no key packs, are counted on the host.
 """
@@ -17,8 +18,6 @@ from typing import Any
 import numpy as np
 
 from tilelabel.kernels.cuda.compile import CTYPE, kernels
-
-_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 def instantiations() -> dict[str, set[str]]:
@@ -57,8 +56,9 @@ def contacts_device(labels: Any, connectivity: int, n: int | None = None):
     compact = kernels("contacts", ("ct_compact",))["ct_compact"]
     count = next(iter(count.values()))
     d_offs, d_cls = cp.asarray(offs), cp.asarray(cls)
-    segs = -(-W // 16)
-    blocks = max(1, min(-(-(D * H * segs) // 256), 1 << 16))
+    tile = (4, 8, 128) if ndim == 3 else (1, 32, 128)  # 4096 voxels per block at a time
+    tiles = -(-D // tile[0]) * -(-H // tile[1]) * -(-W // tile[2])
+    blocks = max(1, min(tiles, 8 * cp.cuda.Device().attributes["MultiProcessorCount"]))
     # about as many slots as 16 pairs per label: a segmentation's cells have a dozen neighbours
     cap = 1 << max(12, int(16 * ((n if n is not None else L.size // 64) + 1)).bit_length())
     while True:
@@ -67,6 +67,7 @@ def contacts_device(labels: Any, connectivity: int, n: int | None = None):
         state = cp.zeros(3, np.uint64)
         shift = np.uint32(64 - (cap.bit_length() - 1))
         args = (L, np.int64(D), np.int64(H), np.int64(W), d_offs, d_cls, np.int32(len(cls)))
+        args += tuple(np.int32(t) for t in tile)
         args += (keys, counts, np.uint64(cap - 1), shift, state, np.uint64(cap * 7 // 10))
         count((blocks,), (256,), args)
         flags = state.get()
@@ -76,12 +77,11 @@ def contacts_device(labels: Any, connectivity: int, n: int | None = None):
             break
         cap *= 4
         del keys, counts
-    m = int(flags[0])
-    out_keys = cp.empty(m, np.uint64)
-    out_counts = cp.empty((m, 4), np.uint64)
+    m, ncls = int(flags[0]), ndim + 1
+    out_pairs = cp.empty((m, 2), np.uint64)
+    out_counts = cp.empty((m, ncls), np.uint64)
     if m:
         grid = max(1, min(-(-cap // 256), 1 << 16))
-        compact((grid,), (256,), (keys, counts, np.int64(cap), out_keys, out_counts, state))
-    host_keys, host_counts = cp.asnumpy(out_keys), cp.asnumpy(out_counts)
-    pairs = np.stack([host_keys >> np.uint64(32), host_keys & _LOW32], axis=1)
-    return pairs, host_counts[:, : ndim + 1].astype(np.int64)
+        args = (keys, counts, np.int64(cap), np.int32(ncls), out_pairs, out_counts, state)
+        compact((grid,), (256,), args)
+    return cp.asnumpy(out_pairs), cp.asnumpy(out_counts).view(np.int64)
