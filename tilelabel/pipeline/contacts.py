@@ -91,11 +91,13 @@ def _concat(parts: Sequence[Pairs]) -> Pairs:
     return Pairs(cat("ab"), cat("classes"), cat("values"), cat("origin"))
 
 
-def oriented(a: np.ndarray, b: np.ndarray, classes: np.ndarray, values=None) -> Pairs:
+def oriented(a: np.ndarray, b: np.ndarray, classes: np.ndarray | None, values=None) -> Pairs:
     """Rows of label pairs in either order as ``a < b`` (values swapped alike); pairs of one
-    label, or with a label 0 (background, a dropped component), dropped."""
+    label, or with a label 0 (background, a dropped component), dropped. ``classes`` None:
+    rows to be counted (:func:`_summed`)."""
     keep = (a != b) & (a != 0) & (b != 0)
-    a, b, classes = a[keep], b[keep], classes[keep]
+    a, b = a[keep], b[keep]
+    classes = None if classes is None else classes[keep]
     swap = a > b
     ab = np.stack([np.where(swap, b, a), np.where(swap, a, b)], axis=1).astype(np.int64)
     if values is not None:
@@ -157,12 +159,23 @@ def _across(a, va, b, vb, step, struct, ndim) -> list[Pairs]:
         hit = (a != 0) & (bs != 0) & (a != bs)
         if not hit.any():
             continue
-        m = int(np.count_nonzero(hit))
-        classes = np.zeros((m, ndim + 1), np.int64)
-        classes[:, cls] = 1
         values = None if va is None else np.stack([va[hit], vframed[sl][hit]], axis=1)
-        out.append(oriented(a[hit], bs[hit], classes, values))
+        out.append(_summed(oriented(a[hit], bs[hit], None, values), cls, ndim))
     return out
+
+
+def _summed(rows: Pairs, cls: int, ndim: int) -> Pairs:
+    """Rows of one voxel pair each, all of class ``cls`` (``classes`` None), as one row per
+    pair with its count: a face holds many voxel pairs of each pair of labels."""
+    ab = rows.ab
+    if len(ab) and ab.max() < 1 << 31:  # one sort of a packed key instead of two
+        key = ab[:, 0] << 32 | ab[:, 1]
+        _, first, count = np.unique(key, return_index=True, return_counts=True)
+    else:
+        _, first, count = np.unique(ab, axis=0, return_index=True, return_counts=True)
+    classes = np.zeros((len(first), ndim + 1), np.int64)
+    classes[:, cls] = count
+    return Pairs(ab[first], classes, None if rows.values is None else rows.values[first])
 
 
 def leaf(
@@ -199,7 +212,13 @@ def leaf(
         v = None if mine_values is None else mine_values[sel]
         return oriented(lut[pairs[sel, 0]], lut[pairs[sel, 1]], classes[sel], v)
 
-    done = rows(alone)
+    # labels rooted here keep their order in the raster numbering: a < b stays, and only a
+    # label dropped by a size filter (0) drops its rows
+    ab = lut[pairs[alone]]
+    kept = np.flatnonzero((ab[:, 0] != 0) & (ab[:, 1] != 0))
+    if len(kept) < len(alone):
+        ab, alone = ab[kept], alone[kept]
+    done = Pairs(ab, classes[alone], None if mine_values is None else mine_values[alone])
     inside = [rows(rest)]
     pending = []
     struct = structure(ndim, connectivity)
