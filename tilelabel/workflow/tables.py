@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -17,6 +17,8 @@ from tilelabel.storage.places import filesystem
 
 #: Parquet row-group size (rows) when writing the table
 ROW_GROUP = 1 << 20
+#: pieces of fewer rows are held until they make as many, so that no row group is tiny
+SMALL_PIECE = 1 << 16
 
 
 def _arrow(values: np.ndarray, kind):
@@ -32,9 +34,10 @@ def _arrow(values: np.ndarray, kind):
 
 
 class ParquetSink:
-    """Writes the table to Parquet piece by piece (row groups of at most :data:`ROW_GROUP`), to
-    a local path or any fsspec URL. ``empty``: the columns, empty, of their dtypes; a column
-    named ``value...`` takes the dtype of the first rows written (the source's)."""
+    """Writes the table to Parquet piece by piece (row groups of :data:`SMALL_PIECE` to
+    :data:`ROW_GROUP` rows, but the last), to a local path or any fsspec URL. ``empty``: the
+    columns, empty, of their dtypes; a column named ``value...`` takes the dtype of the first
+    rows written (the source's)."""
 
     def __init__(self, path: str, empty: dict[str, np.ndarray], metadata: dict | None = None):
         import pyarrow as pa
@@ -48,14 +51,28 @@ class ParquetSink:
             metadata=metadata,
         )
         self._writer = None
-        self.rows = 0
+        self._held: list[dict[str, np.ndarray]] = []
 
     def write(self, cols: dict[str, np.ndarray]) -> None:
-        import pyarrow as pa
-
+        """Rows in the table's order after those written before."""
         n = len(cols[self.schema.names[0]])
         if not n:  # nothing to write; close() makes a table of no rows
             return
+        self._held.append(cols)
+        if sum(len(p[self.schema.names[0]]) for p in self._held) >= SMALL_PIECE:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if not self._held:
+            return
+        pieces, self._held = self._held, []
+        names = self.schema.names
+        cols = pieces[0] if len(pieces) == 1 else {
+            c: np.concatenate([p[c] for p in pieces]) for c in names
+        }  # fmt: skip
+        n = len(cols[names[0]])
         if self._writer is None:
             for name in self.schema.names:  # the source's own dtype: uint64 ids exceed int64
                 if name.startswith("value"):
@@ -65,18 +82,22 @@ class ParquetSink:
         for a in range(0, n, ROW_GROUP):
             arrays = [_arrow(cols[f.name][a : a + ROW_GROUP], f.type) for f in self.schema]
             self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
-        self.rows += n
 
     def _open(self) -> None:
         import pyarrow.parquet as pq
 
         self._file = self._fs.open(self._partial, "wb")
         # no dictionaries: labels and float statistics are nearly all distinct values, and
-        # encoding them twice takes most of the writer's time
-        self._writer = pq.ParquetWriter(self._file, self.schema, use_dictionary=False)
+        # encoding them twice takes most of the writer's time; min / max statistics of the
+        # labels only, the columns a reader selects rows by
+        labels = [c for c in self.schema.names if c.startswith("label")]
+        self._writer = pq.ParquetWriter(
+            self._file, self.schema, use_dictionary=False, write_statistics=labels
+        )
 
     def close(self) -> None:
         """The table whole at its path (written under :func:`partial_path`, then moved)."""
+        self._flush()
         if self._writer is None:  # no rows at all: still a valid, empty table with the columns
             self._open()
         self._writer.close()
@@ -93,10 +114,10 @@ class ParquetSink:
 
 
 class Collector:
-    """A table's pieces gathered a group of futures at a time, in order, by a thread of its own
-    while the labels are written (``gather``: the run's executor's, which fetches and lets go
-    of a group's futures; ``cancel``: its cancel, for a run that fails); :meth:`result` then
-    waits for it. ``join`` makes one group's pieces one piece of columns.
+    """A table's pieces (``futures``) gathered a group at a time, in the order of ``groups``, by
+    a thread of its own while the labels are written (``gather``: the run's executor's, which
+    fetches and lets go of a group's futures; ``cancel``: its cancel, for a run that fails);
+    :meth:`result` then waits for it. ``join`` makes one group's pieces one piece of columns.
 
     Writes them with ``sink`` (if given), under its partial name until :meth:`result` moves it
     into place, so that a table is whole only beside complete labels; with ``frame``, returns
@@ -107,13 +128,14 @@ class Collector:
         self,
         gather: Callable,
         cancel: Callable,
-        groups: list[list],
+        futures: list,
+        groups: Iterable[list],
         join: Callable[[list], dict[str, np.ndarray]],
         sink: ParquetSink | None = None,
         frame: bool = False,
     ):
         self._groups = groups
-        self._futures = [f for g in groups for f in g]
+        self._futures = futures
         self._gather, self._cancel, self._join, self._frame = gather, cancel, join, frame
         self._sink = sink
         self._parts: list[dict[str, np.ndarray]] = []
@@ -169,17 +191,32 @@ def statistics(gather, cancel, futures, idxs, names, path=None, frame=False, ras
         slabs.setdefault(idx[0] if raster else 0, []).append(fut)
     groups = [slabs[z] for z in sorted(slabs)]
     sink = ParquetSink(path, empty_columns(names)) if path else None
-    return Collector(gather, cancel, groups, lambda parts: concat(parts, names), sink, frame)
+    join = lambda parts: concat(parts, names)  # noqa: E731
+    return Collector(gather, cancel, futures, groups, join, sink, frame)
 
 
-#: futures of the region graph's rows gathered and written together: a task's rows are about
-#: its chunk's pairs, so the client holds a few chunks' worth, whatever the volume
+#: the most futures of the region graph's rows gathered and written together: a task's rows
+#: are about its chunk's pairs, so the client holds a few chunks' worth, whatever the volume
 GRAPH_GROUP = 8
 
 
+def ready_runs(futures: list, most: int) -> Iterator[list]:
+    """``futures`` in order, in groups of the next one and those after it done already (at
+    most ``most``): one round trip gathers what has piled up, and a piece is written as soon
+    as those before it are."""
+    i = 0
+    while i < len(futures):
+        j = i + 1
+        while j < len(futures) and j - i < most and futures[j].done():
+            j += 1
+        yield futures[i:j]
+        i = j
+
+
 def region_graph(gather, cancel, futures, names: list[str], path: str) -> Collector:
-    """The region graph's :class:`Collector`: its tasks' rows in groups of
-    :data:`GRAPH_GROUP` tasks, written in task order."""
-    groups = [futures[i : i + GRAPH_GROUP] for i in range(0, len(futures), GRAPH_GROUP)]
+    """The region graph's :class:`Collector`: its tasks' rows in task order, a few tasks at a
+    time (:func:`ready_runs`)."""
     sink = ParquetSink(path, contacts.empty_columns(names))
-    return Collector(gather, cancel, groups, lambda parts: contacts.concat(parts, names), sink)
+    groups = ready_runs(futures, GRAPH_GROUP)
+    join = lambda parts: contacts.concat(parts, names)  # noqa: E731
+    return Collector(gather, cancel, futures, groups, join, sink)
