@@ -1,30 +1,33 @@
-"""What the region graph costs: ``tilelabel label --contacts`` beside the plain run, as whole
-processes, and beside the cc3d script a user would write.
+"""What the analyses cost: ``tilelabel label --stats`` and ``--contacts`` beside the plain run
+of the same input, as whole processes, and beside the cc3d script a user would write.
 
-Inputs, ``--size``^3 voxels, zarr arrays of 128^3 chunks (zstd):
+Inputs (``--inputs``), ``--size``^3 voxels, zarr arrays of 128^3 chunks (zstd):
 
+- ``stats``: the random volume of :mod:`end_to_end` (density 0.2, granularity 1), labeled at
+  connectivity 26 with ``--stats PATH``;
 - ``segmentation``: the Voronoi label field of :mod:`multilabel` (uint32, one seed per 16^3
-  cell), labeled with ``--multilabel`` (connectivity 26, the graph's too);
+  cell), labeled with ``--multilabel`` (connectivity 26) and ``--contacts PATH``;
 - ``binary``: a 0/1 uint8 volume of density 0.2 (:func:`tilelabel.synth.random_volume`,
-  granularity 2), labeled at connectivity 6 with the graph at 26 (binary components touch only
-  through the neighbours the labeling does not join).
+  granularity 2), labeled at connectivity 6 with ``--contacts PATH --contacts-connectivity 26``
+  (binary components touch only through the neighbours the labeling does not join).
 
 Per input, one untimed run of each method first (caches and compilation), then ``--repeat``
 rounds of the methods interleaved, each a fresh process timed from start to exit; the median
-is reported, and the ratio of the ``--contacts`` run to the plain one:
+is reported, and its ratio to the plain run's:
 
 - ``plain``: ``tilelabel label IN OUT`` with the labeling's options;
-- ``contacts``: the same with ``--contacts PATH`` (and ``--contacts-connectivity 26``);
+- ``stats`` or ``contacts``: the same with the table asked for;
 - ``cc3d`` (segmentation, where ``--cc3d``): zarr -> NumPy -> ``cc3d.connected_components`` ->
   ``cc3d.contacts`` -> zarr and Parquet, the in-memory script.
 
 The first graph of each input is checked against ``tilelabel.kernels.cpu.contacts.contacts``
 of the labels written (``--check``; it reads the whole output).
 
-    python benchmarks/contacts.py --size 1024 --repeat 3 --out DIR
+    python benchmarks/analysis.py --size 1024 --repeat 3 --out DIR
+    python benchmarks/analysis.py --size 2048 --inputs stats --repeat 1
 
 Writes ``NAME.json`` (``report.record``'s envelope) and ``NAME.md`` to DIR (default: $OUT or
-benchmarks/out); NAME: ``--name``, by default ``contacts_<machine>_<size>``.
+benchmarks/out); NAME: ``--name``, by default ``analysis_<machine>_<size>[_<inputs>]``.
 """
 
 from __future__ import annotations
@@ -57,25 +60,38 @@ def _write(path: str, data: np.ndarray) -> None:
     out[:] = data
 
 
-def make_inputs(size: int, work: Path) -> dict[str, tuple[str, list[str]]]:
-    """Per input, its zarr path and the labeling's options."""
+INPUTS = ("stats", "segmentation", "binary")
+
+
+def make_inputs(
+    size: int, work: Path, names: tuple[str, ...] = INPUTS
+) -> dict[str, tuple[str, list[str], list[str]]]:
+    """Per input of ``names``: its zarr path, the labeling's options and the table's."""
     import multilabel
 
     from tilelabel.kernels.backends import cuda_available
-    from tilelabel.synth import random_volume, voronoi_labels
+    from tilelabel.synth import random_volume, voronoi_labels, write_random_zarr
 
-    seg = multilabel.volume_on_gpu(size, 0).get() if cuda_available() else None
-    if seg is None:
-        seg = voronoi_labels((size,) * 3, cell=16, seed=0)
-    _write(str(work / "seg.zarr"), seg)
-    del seg
-    binary = random_volume((size,) * 3, density=0.2, granularity=2, seed=0)
-    _write(str(work / "bin.zarr"), binary)
-    del binary
-    return {
-        "segmentation": (str(work / "seg.zarr"), ["--multilabel"]),
-        "binary": (str(work / "bin.zarr"), ["-c", "6"]),
-    }
+    out = {}
+    if "stats" in names:
+        path = str(work / "e2e.zarr")
+        write_random_zarr(path, (size,) * 3, (CHUNK,) * 3, 0.2, 1, 1)
+        out["stats"] = (path, [], ["--stats", str(work / "stats.parquet")])
+    if "segmentation" in names:
+        seg = multilabel.volume_on_gpu(size, 0).get() if cuda_available() else None
+        if seg is None:
+            seg = voronoi_labels((size,) * 3, cell=16, seed=0)
+        _write(str(work / "seg.zarr"), seg)
+        del seg
+        graph = ["--contacts", str(work / "segmentation.parquet")]
+        out["segmentation"] = (str(work / "seg.zarr"), ["--multilabel"], graph)
+    if "binary" in names:
+        binary = random_volume((size,) * 3, density=0.2, granularity=2, seed=0)
+        _write(str(work / "bin.zarr"), binary)
+        del binary
+        graph = ["--contacts", str(work / "binary.parquet"), "--contacts-connectivity", "26"]
+        out["binary"] = (str(work / "bin.zarr"), ["-c", "6"], graph)
+    return out
 
 
 def cc3d_script(src: str, dst: str, graph: str) -> None:
@@ -105,6 +121,12 @@ def run(cmd: list[str]) -> float:
     return wall
 
 
+def _rows(path: str) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
+
+
 def check(out: str, graph: str, conn: int) -> bool:
     import pandas as pd
     import zarr
@@ -121,6 +143,7 @@ def check(out: str, graph: str, conn: int) -> bool:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, default=512)
+    p.add_argument("--inputs", nargs="+", choices=INPUTS, default=list(INPUTS))
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--cc3d", action="store_true", help="also time the cc3d script")
     p.add_argument("--check", action="store_true", help="check each graph against the kernel")
@@ -130,16 +153,16 @@ def main(argv: list[str] | None = None) -> None:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--cc3d-script":
         return cc3d_script(*sys.argv[2:5])
     args = p.parse_args(argv)
-    work = Path(args.work or tempfile.mkdtemp(prefix="tilelabel-contacts-"))
-    inputs = make_inputs(args.size, work)
+    work = Path(args.work or tempfile.mkdtemp(prefix="tilelabel-analysis-"))
+    inputs = make_inputs(args.size, work, tuple(args.inputs))
     tl = [sys.executable, "-m", "tilelabel.cli", "label"]
     rows = []
-    for name, (src, flags) in inputs.items():
-        out, graph = str(work / f"{name}-out.zarr"), str(work / f"{name}.parquet")
-        extra = [] if name == "segmentation" else ["--contacts-connectivity", "26"]
+    for name, (src, flags, table) in inputs.items():
+        out, graph = str(work / f"{name}-out.zarr"), table[1]
+        method = "stats" if name == "stats" else "contacts"
         methods = {
             "plain": [*tl, src, out, "--overwrite", "-q", *flags],
-            "contacts": [*tl, src, out, "--overwrite", "-q", *flags, "--contacts", graph, *extra],
+            method: [*tl, src, out, "--overwrite", "-q", *flags, *table],
         }
         if args.cc3d and name == "segmentation":
             methods["cc3d"] = [sys.executable, __file__, "--cc3d-script", src, out, graph]
@@ -148,6 +171,8 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(out, ignore_errors=True)
             Path(graph).unlink(missing_ok=True)
             run(cmd)
+            if m == method:
+                rows_written = _rows(graph)
             if m == "contacts" and args.check:
                 ok = check(out, graph, 26)
                 print(f"{name}: graph {'equal' if ok else 'DIFFERENT'} to the kernel's", flush=True)
@@ -162,20 +187,24 @@ def main(argv: list[str] | None = None) -> None:
         for m, ts in times.items():
             med = statistics.median(ts)
             rows.append({"input": name, "method": m, "median_s": med, "times_s": ts,
-                         "vs_plain": med / plain})  # fmt: skip
-    lines = ["| input | method | median | × plain |", "|---|---|---:|---:|"]
+                         "vs_plain": med / plain,
+                         "table_rows": rows_written if m == method else None})  # fmt: skip
+    lines = ["| input | method | table rows | median | × plain |", "|---|---|---:|---:|---:|"]
     for r in rows:
         if r["method"] != "check":
+            n = "" if r["table_rows"] is None else f"{r['table_rows']:,}"
             lines.append(
-                f"| {r['input']} | {r['method']} | {r['median_s']:.2f} s | {r['vs_plain']:.2f} |"
+                f"| {r['input']} | {r['method']} | {n} | {r['median_s']:.2f} s "
+                f"| {r['vs_plain']:.2f} |"
             )
     markdown = "\n".join(lines)
     print(markdown)
-    name = args.name or default_name("contacts", device_tag(), args.size)
+    parts = [] if set(args.inputs) == set(INPUTS) else args.inputs
+    name = args.name or default_name("analysis", device_tag(), args.size, parts)
     record(
         args.out,
         name,
-        title=f"Region graph (--contacts) beside the plain run, {args.size}^3",
+        title=f"Statistics and region graph beside the plain run, {args.size}³",
         rows=rows,
         markdown=markdown,
         args=args,
