@@ -168,7 +168,7 @@ def _summed(rows: Pairs, cls: int, ndim: int) -> Pairs:
     """Rows of one voxel pair each, all of class ``cls`` (``classes`` None), as one row per
     pair with its count: a face holds many voxel pairs of each pair of labels."""
     ab = rows.ab
-    if len(ab) and ab.max() < 1 << 31:  # one sort of a packed key instead of two
+    if len(ab) and ab.max() < 1 << 31:  # both labels in one key: a single sort
         key = ab[:, 0] << 32 | ab[:, 1]
         _, first, count = np.unique(key, return_index=True, return_counts=True)
     else:
