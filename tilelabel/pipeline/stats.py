@@ -23,8 +23,8 @@ k + 1 entries applied after the raster numbering).
 
 The table has one row per final label. Each chunk builds the rows of the components whose root
 lies in it (:func:`chunk_table`); every label rooted in slab ``i`` of the first grid axis
-precedes every label rooted in slab ``i + 1``, so a run collects them one slab at a time
-(:mod:`tilelabel.workflow.tables`).
+precedes every label rooted in slab ``i + 1``, so a run collects them one slab at a time, or a
+range of labels of a slab at a time (:func:`rows_between`; :mod:`tilelabel.workflow.tables`).
 """
 
 from __future__ import annotations
@@ -372,6 +372,20 @@ def chunk_table(
     labels = lut[sel]
     order = np.argsort(labels, kind="stable")
     return to_columns(labels[order], {f: v[order] for f, v in rows.items()}, spacing)
+
+
+def label_span(table: dict[str, np.ndarray]) -> tuple[int, int, int]:
+    """A chunk table's first and last label and its number of rows ((0, -1, 0): none)."""
+    labels = table["label"]
+    if not labels.size:
+        return 0, -1, 0
+    return int(labels[0]), int(labels[-1]), int(labels.size)
+
+
+def rows_between(table: dict[str, np.ndarray], *, first: int, last: int) -> dict[str, np.ndarray]:
+    """A chunk table's rows of labels ``first..last`` (its rows are sorted by label)."""
+    a, b = np.searchsorted(table["label"], [first, last + 1])
+    return {c: v[a:b] for c, v in table.items()}
 
 
 def concat(pieces: Iterable[dict[str, np.ndarray]], names: list[str]) -> dict[str, np.ndarray]:

@@ -14,7 +14,8 @@ same few things whichever it is:
 - ``submit(fn, *args, key=..., where=..., **kwargs)``: one task (a unique ``key``), run once
   its future arguments are done, on the worker ``where`` if it still runs;
 - ``wait(futures, desc, show)`` (a progress bar where ``show``), ``result(future)``,
-  ``gather(futures)``, ``cancel(futures)`` (what of them has not run; never raises).
+  ``gather(futures)`` (then let go of), ``release(futures)`` (results no longer wanted),
+  ``cancel(futures)`` (what of them has not run; never raises).
 
 A volume that one process can label runs on :class:`ThreadExecutor`: dask's threaded
 scheduler over the same graph and the same task functions in this process, with no scheduler,
@@ -68,6 +69,8 @@ class Executor(Protocol):
     def result(self, future) -> Any: ...
 
     def gather(self, futures: Sequence) -> list: ...
+
+    def release(self, futures: Sequence) -> None: ...
 
     def cancel(self, futures: Sequence) -> None: ...
 
@@ -267,6 +270,9 @@ class ThreadExecutor:
     def gather(self, futures: Sequence[Future]) -> list:
         return [f.result() for f in futures]
 
+    def release(self, futures: Sequence[Future]) -> None:
+        pass  # a result here is this process's memory, freed with the last reference to it
+
     def cancel(self, futures: Sequence[Future]) -> None:
         """The graph schedules nothing more; the futures not done are cancelled (tasks already
         running end on their own)."""
@@ -401,9 +407,12 @@ class DaskExecutor:
 
     def gather(self, futures: Sequence) -> list:
         out = self.client.gather(list(futures))
+        self.release(futures)
+        return out
+
+    def release(self, futures: Sequence) -> None:
         for fut in futures:
             fut.release()
-        return out
 
     def cancel(self, futures: Sequence) -> None:
         from distributed import futures_of

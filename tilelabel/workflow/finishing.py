@@ -23,14 +23,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("tilelabel")
 
 
-def start_table(run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted):
-    """The statistics table's :class:`~.tables.Collector`, started once the count is known so
-    that it gathers and writes the table while the labels are written (None: no table)."""
+def start_table(run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted, count: int):
+    """The statistics table's :class:`~.tables.Collector`, started once the ``count`` is known
+    so that it gathers and writes the table while the labels are written (None: no table)."""
     if not submitted.tables:
         return None
     return tables.statistics(
-        ex.gather,
-        ex.cancel,
+        ex,
         submitted.tables,
         list(graph.plan.indices()),
         stats_mod.columns(
@@ -39,6 +38,8 @@ def start_table(run: Run, ex: Executor, graph: MergeGraph, submitted: Submitted)
             run.stats.spacing,
             run.labeler.by_value,
         ),
+        count=count,
+        token=graph.token,
         path=run.options.table,
         frame=run.options.stats is True,
         raster=run.stats.order == "raster",
@@ -51,9 +52,7 @@ def start_graph(run: Run, ex: Executor, submitted: Submitted):
     if not submitted.contacts:
         return None
     names = contacts_mod.names(run.contacts.value_dtype is not None)
-    return tables.region_graph(
-        ex.gather, ex.cancel, submitted.contacts, names, run.options.contacts
-    )
+    return tables.region_graph(ex, submitted.contacts, names, run.options.contacts)
 
 
 def finish(

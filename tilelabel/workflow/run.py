@@ -62,7 +62,7 @@ def label_zarr(
                 submitted = label(run, ex, graph)  # 2. label, with 3-5 submitted behind it
                 with cancelled_on_failure(ex, submitted):
                     count, keepers = merge(run, ex, graph, submitted)  # 3-5. merge, number
-                    table = start_table(run, ex, graph, submitted)  # gathered while writing
+                    table = start_table(run, ex, graph, submitted, count)  # gathered while writing
                     graph_rows = start_graph(run, ex, submitted)
                     with abandoned_on_failure(table, graph_rows):
                         created = write(run, ex, graph, submitted, run_plan, count, keepers)  # 6

@@ -1,19 +1,23 @@
-"""The tables of a run (the statistics, the region graph), collected from their tasks a group at
+"""The tables of a run (the statistics, the region graph), collected from their tasks a piece at
 a time while the labels are written and written to Parquet by a streaming writer, so that the
-client holds one group's rows (plus the frame, where one is asked for)."""
+client holds one piece's rows, of a bounded size (plus the frame, where one is asked for)."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tilelabel.pipeline import contacts
-from tilelabel.pipeline.stats import concat, empty_columns, to_frame
+from tilelabel.pipeline.stats import concat, empty_columns, label_span, rows_between, to_frame
 from tilelabel.storage.outputs import partial_path
 from tilelabel.storage.places import filesystem
+
+if TYPE_CHECKING:
+    from tilelabel.workflow.executors import Executor
 
 #: Parquet row-group size (rows) when writing the table
 ROW_GROUP = 1 << 20
@@ -114,29 +118,28 @@ class ParquetSink:
 
 
 class Collector:
-    """A table's pieces (``futures``) gathered a group at a time, in the order of ``groups``, by
-    a thread of its own while the labels are written (``gather``: the run's executor's, which
-    fetches and lets go of a group's futures; ``cancel``: its cancel, for a run that fails);
-    :meth:`result` then waits for it. ``join`` makes one group's pieces one piece of columns.
+    """A table's pieces, each already one piece of columns, taken in order from ``parts`` by a
+    thread of its own while the labels are written; :meth:`result` then waits for it.
+    ``parts`` gathers them from the run's tasks; ``futures``: the tasks (a list that ``parts``
+    may extend) that ``cancel`` (the executor's) cancels for a run that fails.
 
     Writes them with ``sink`` (if given), under its partial name until :meth:`result` moves it
     into place, so that a table is whole only beside complete labels; with ``frame``, returns
-    the whole table as a DataFrame (``join`` of every group's piece).
+    the whole table as a DataFrame (``join`` of every piece).
     """
 
     def __init__(
         self,
-        gather: Callable,
         cancel: Callable,
         futures: list,
-        groups: Iterable[list],
+        parts: Iterable[dict[str, np.ndarray]],
         join: Callable[[list], dict[str, np.ndarray]],
         sink: ParquetSink | None = None,
         frame: bool = False,
     ):
-        self._groups = groups
+        self._parts_in = parts
         self._futures = futures
-        self._gather, self._cancel, self._join, self._frame = gather, cancel, join, frame
+        self._cancel, self._join, self._frame = cancel, join, frame
         self._sink = sink
         self._parts: list[dict[str, np.ndarray]] = []
         self._error: BaseException | None = None
@@ -145,13 +148,12 @@ class Collector:
 
     def _collect(self) -> None:
         try:
-            for futures in self._groups:
-                part = self._join(self._gather(futures))
+            for part in self._parts_in:
                 if self._sink is not None:
                     self._sink.write(part)
                 if self._frame:
                     self._parts.append(part)
-                del part  # (not held while the next group is gathered)
+                del part  # (not held while the next one is gathered)
         except BaseException as e:  # the run's cancelled futures, or a failed task
             self._error = e
 
@@ -174,25 +176,81 @@ class Collector:
         """A run that failed: its table's futures cancelled and the thread ended, what was
         written of the table goes (never raises)."""
         with contextlib.suppress(Exception):
-            self._cancel(self._futures)
+            self._cancel(list(self._futures))
         self._thread.join(timeout=60)
         if self._sink is not None:
             self._sink.abandon()
 
 
-def statistics(gather, cancel, futures, idxs, names, path=None, frame=False, raster=True):
+#: the most rows of the statistics table gathered at once: a slab of more is gathered a range
+#: of labels at a time, so that the client's memory does not grow with the component count
+BUCKET = 1 << 20
+
+
+def statistics(
+    ex: Executor,
+    futures: list,
+    idxs: list,
+    names: list[str],
+    *,
+    count: int,
+    token: str,
+    path: str | None = None,
+    frame: bool = False,
+    raster: bool = True,
+) -> Collector:
     """The statistics table's :class:`Collector`: the chunk tables one slab (first grid axis)
-    at a time, in label order. In ``raster`` order every label rooted in an earlier slab is
-    smaller than every label rooted in a later one, so concatenating sorted slabs gives the
-    sorted table while the client holds one slab's rows. Numbered by size (``largest_k`` rows
-    at most), they are gathered at once."""
+    at a time, in label order (:func:`slab_rows`). In ``raster`` order every label rooted in
+    an earlier slab is smaller than every label rooted in a later one, so concatenating sorted
+    slabs gives the sorted table; numbered by size, the chunks are one slab. ``count``: the
+    run's component count, which bounds the table's rows; ``token``: the run's, for keys."""
     slabs: dict[int, list] = {}
     for idx, fut in zip(idxs, futures, strict=True):
         slabs.setdefault(idx[0] if raster else 0, []).append(fut)
-    groups = [slabs[z] for z in sorted(slabs)]
     sink = ParquetSink(path, empty_columns(names)) if path else None
     join = lambda parts: concat(parts, names)  # noqa: E731
-    return Collector(gather, cancel, futures, groups, join, sink, frame)
+    tasks = list(futures)
+    parts = slab_rows(ex, [slabs[z] for z in sorted(slabs)], join, count, token, tasks)
+    return Collector(ex.cancel, tasks, parts, join, sink, frame)
+
+
+def slab_rows(
+    ex: Executor, slabs: list[list], join: Callable, count: int, token: str, tasks: list
+) -> Iterator[dict[str, np.ndarray]]:
+    """The rows of each slab's chunk tables (futures) in label order, as pieces of at most
+    :data:`BUCKET` rows where the table may hold more: each chunk's first and last label
+    (:func:`~tilelabel.pipeline.stats.label_span`), then, for a slab of more rows, each
+    range of :data:`BUCKET` labels (labels are dense, so as many rows) from the chunks that
+    hold any of it (:func:`~tilelabel.pipeline.stats.rows_between`). ``tasks`` takes the
+    tasks submitted here, for a run that fails."""
+    if count <= BUCKET:  # the whole table is a piece at most
+        for futures in slabs:
+            yield join(ex.gather(futures))
+        return
+    spans = [
+        [ex.submit(label_span, f, key=f"tilelabel-span-{token}-{z}-{i}") for i, f in enumerate(s)]
+        for z, s in enumerate(slabs)
+    ]
+    tasks.extend(f for s in spans for f in s)
+    for z, futures in enumerate(slabs):
+        got = ex.gather(spans[z])
+        held = [(f, a, b) for f, (a, b, n) in zip(futures, got, strict=True) if n]
+        if sum(b - a + 1 for _, a, b in held) <= BUCKET:  # (an upper bound of the rows)
+            yield join(ex.gather(futures))
+            continue
+        first, last = min(a for _, a, _ in held), max(b for _, _, b in held)
+        for lo in range(first, last + 1, BUCKET):
+            hi = min(lo + BUCKET - 1, last)
+            pieces = [
+                ex.submit(
+                    rows_between, f, first=lo, last=hi, key=f"tilelabel-rows-{token}-{z}-{lo}-{i}"
+                )
+                for i, (f, a, b) in enumerate(held)
+                if a <= hi and b >= lo
+            ]
+            tasks.extend(pieces)
+            yield join(ex.gather(pieces))
+        ex.release(futures)
 
 
 #: the most futures of the region graph's rows gathered and written together: a task's rows
@@ -213,10 +271,10 @@ def ready_runs(futures: list, most: int) -> Iterator[list]:
         i = j
 
 
-def region_graph(gather, cancel, futures, names: list[str], path: str) -> Collector:
+def region_graph(ex: Executor, futures: list, names: list[str], path: str) -> Collector:
     """The region graph's :class:`Collector`: its tasks' rows in task order, a few tasks at a
     time (:func:`ready_runs`)."""
     sink = ParquetSink(path, contacts.empty_columns(names))
-    groups = ready_runs(futures, GRAPH_GROUP)
     join = lambda parts: contacts.concat(parts, names)  # noqa: E731
-    return Collector(gather, cancel, futures, groups, join, sink)
+    parts = (join(ex.gather(run)) for run in ready_runs(futures, GRAPH_GROUP))
+    return Collector(ex.cancel, futures, parts, join, sink)
