@@ -234,10 +234,10 @@ def slab_rows(
     tasks.extend(f for s in spans for f in s)
     for z, futures in enumerate(slabs):
         got = ex.gather(spans[z])
-        held = [(f, a, b) for f, (a, b, n) in zip(futures, got, strict=True) if n]
-        if sum(b - a + 1 for _, a, b in held) <= BUCKET:  # (an upper bound of the rows)
+        if sum(n for _, _, n in got) <= BUCKET:
             yield join(ex.gather(futures))
             continue
+        held = [(f, a, b) for f, (a, b, n) in zip(futures, got, strict=True) if n]
         first, last = min(a for _, a, _ in held), max(b for _, _, b in held)
         for lo in range(first, last + 1, BUCKET):
             hi = min(lo + BUCKET - 1, last)
