@@ -211,6 +211,7 @@ class CUDABackend(Backend):
 
         return contacts_device(upload(labels), connectivity, n)
 
+    @on_thread_stream
     def label_stats(self, labels, n, offset, intensity=None, moments=False):
         from tilelabel.kernels.cuda.stats import label_stats_device
 
