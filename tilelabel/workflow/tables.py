@@ -4,6 +4,7 @@ client holds one piece's rows, of a bounded size (plus the frame, where one is a
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -185,6 +186,9 @@ class Collector:
 #: the most rows of the statistics table gathered at once: a slab of more is gathered a range
 #: of labels at a time, so that the client's memory does not grow with the component count
 BUCKET = 1 << 20
+#: pieces joined ahead of the one being written: each piece is joined (sorted) by a task of
+#: its own, so that the writer's thread only encodes, and the next ones are ready when it is
+AHEAD = 4
 
 
 def statistics(
@@ -208,37 +212,69 @@ def statistics(
     for idx, fut in zip(idxs, futures, strict=True):
         slabs.setdefault(idx[0] if raster else 0, []).append(fut)
     sink = ParquetSink(path, empty_columns(names)) if path else None
-    join = lambda parts: concat(parts, names)  # noqa: E731
     tasks = list(futures)
-    parts = slab_rows(ex, [slabs[z] for z in sorted(slabs)], join, count, token, tasks)
-    return Collector(ex.cancel, tasks, parts, join, sink, frame)
+    pieces = slab_rows(ex, [slabs[z] for z in sorted(slabs)], names, count, token, tasks)
+    join = lambda parts: concat(parts, names)  # noqa: E731
+    return Collector(ex.cancel, tasks, gathered(ex, pieces), join, sink, frame)
+
+
+def joined(*pieces: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    """Chunk tables as one sorted by label (a task: :func:`~tilelabel.pipeline.stats.concat`)."""
+    return concat(pieces, names)
+
+
+def gathered(ex: Executor, pieces: Iterator, most: int = AHEAD) -> Iterator:
+    """The results of the futures ``pieces`` yields, in order, taking up to ``most`` futures
+    from it ahead of the one gathered, so that their tasks run while it is written."""
+    held: collections.deque = collections.deque()
+    for fut in pieces:
+        held.append(fut)
+        if len(held) > most:
+            yield ex.gather([held.popleft()])[0]
+    while held:
+        yield ex.gather([held.popleft()])[0]
 
 
 def slab_rows(
-    ex: Executor, slabs: list[list], join: Callable, count: int, token: str, tasks: list
-) -> Iterator[dict[str, np.ndarray]]:
-    """The rows of each slab's chunk tables (futures) in label order, as pieces of at most
-    :data:`BUCKET` rows where the table may hold more: each chunk's first and last label
-    (:func:`~tilelabel.pipeline.stats.label_span`), then, for a slab of more rows, each
-    range of :data:`BUCKET` labels (labels are dense, so as many rows) from the chunks that
-    hold any of it (:func:`~tilelabel.pipeline.stats.rows_between`). ``tasks`` takes the
-    tasks submitted here, for a run that fails."""
+    ex: Executor, slabs: list[list], names: list[str], count: int, token: str, tasks: list
+) -> Iterator:
+    """Futures of each slab's rows (its chunk tables, futures, :func:`joined`) in label order,
+    as pieces of at most :data:`BUCKET` rows where the table may hold more: each chunk's first
+    and last label (:func:`~tilelabel.pipeline.stats.label_span`), then, for a slab of more
+    rows, each range of :data:`BUCKET` labels (labels are dense, so as many rows) from the
+    chunks that hold any of it (:func:`~tilelabel.pipeline.stats.rows_between`). ``tasks``
+    takes the tasks submitted here, for a run that fails. A table of a piece a slab at most
+    is submitted whole here, by the run's thread, not by the collector's."""
+
+    def join(futures: list, key: str):
+        fut = ex.submit(joined, *futures, names=names, key=f"tilelabel-join-{token}-{key}")
+        tasks.append(fut)
+        released_after(ex, futures, [fut])
+        return fut
+
     if count <= BUCKET:  # the whole table is a piece at most
-        for futures in slabs:
-            yield join(ex.gather(futures))
-        return
+        return iter([join(futures, f"{z}") for z, futures in enumerate(slabs)])
     spans = [
         [ex.submit(label_span, f, key=f"tilelabel-span-{token}-{z}-{i}") for i, f in enumerate(s)]
         for z, s in enumerate(slabs)
     ]
     tasks.extend(f for s in spans for f in s)
+    return _bucketed(ex, slabs, spans, join, token, tasks)
+
+
+def _bucketed(
+    ex: Executor, slabs: list[list], spans: list[list], join: Callable, token: str, tasks: list
+) -> Iterator:
+    """:func:`slab_rows` of a table that may hold more than :data:`BUCKET` rows: the pieces of
+    each slab, submitted once its chunks' ``spans`` are known."""
     for z, futures in enumerate(slabs):
         got = ex.gather(spans[z])
         if sum(n for _, _, n in got) <= BUCKET:
-            yield join(ex.gather(futures))
+            yield join(futures, f"{z}")
             continue
         held = [(f, a, b) for f, (a, b, n) in zip(futures, got, strict=True) if n]
         first, last = min(a for _, a, _ in held), max(b for _, _, b in held)
+        joins = []
         for lo in range(first, last + 1, BUCKET):
             hi = min(lo + BUCKET - 1, last)
             pieces = [
@@ -249,8 +285,25 @@ def slab_rows(
                 if a <= hi and b >= lo
             ]
             tasks.extend(pieces)
-            yield join(ex.gather(pieces))
+            joins.append(join(pieces, f"{z}-{lo}"))
+        released_after(ex, futures, joins)
+        yield from joins
+
+
+def released_after(ex: Executor, futures: list, done: list) -> None:
+    """``futures`` released once every future of ``done`` (which need them) is: a key released
+    while its dependents wait is one that cancelling the run would find half-forgotten."""
+    left, lock = [len(done)], threading.Lock()
+
+    def one(_) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
         ex.release(futures)
+
+    for fut in done:
+        fut.add_done_callback(one)
 
 
 #: the most futures of the region graph's rows gathered and written together: a task's rows
