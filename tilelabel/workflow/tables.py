@@ -243,8 +243,8 @@ def slab_rows(
     and last label (:func:`~tilelabel.pipeline.stats.label_span`), then, for a slab of more
     rows, each range of :data:`BUCKET` labels (labels are dense, so as many rows) from the
     chunks that hold any of it (:func:`~tilelabel.pipeline.stats.rows_between`). ``tasks``
-    takes the tasks submitted here, for a run that fails. A table of a piece a slab at most
-    is submitted whole here, by the run's thread, not by the collector's."""
+    takes the tasks submitted here, for a run that fails. Where no slab can exceed a bucket,
+    every join is submitted before this returns, by the run's thread."""
 
     def join(futures: list, key: str):
         fut = ex.submit(joined, *futures, names=names, key=f"tilelabel-join-{token}-{key}")

@@ -446,12 +446,12 @@ def to_global(stats: dict[str, np.ndarray], offset) -> dict[str, np.ndarray]:
     sums of coordinate products (``m2``, float64 from here on) gain their cross terms; in one
     pass that lets go of the GIL (a chunk's few thousand rows took twenty numpy calls)."""
     off = np.asarray(offset, np.int64)
-    m2 = stats["m2"].astype(np.float64) if "m2" in stats else np.empty((0, 0))
+    moments = "m2" in stats
+    m2 = stats["m2"].astype(np.float64) if moments else np.empty((0, 0))
     if off.any():
-        ab = np.asarray(pairs(off.size) if m2.size else [], np.int64).reshape(-1, 2)
-        count = np.ascontiguousarray(stats["count"][:, 0])
-        _shift(count, stats["lo"], stats["hi"], stats["csum"], m2, off, ab)
-    if "m2" in stats:
+        ab = np.asarray(pairs(off.size) if moments else [], np.int64).reshape(-1, 2)
+        _shift(stats["count"][:, 0], stats["lo"], stats["hi"], stats["csum"], m2, off, ab)
+    if moments:
         stats["m2"] = m2
     return stats
 
